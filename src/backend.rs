@@ -1,0 +1,255 @@
+//! Backend choice: wgpu, candle, ndarray and (with the `cuda` feature) CUDA, at f32 or f64.
+//!
+//! Everything that runs on "the chosen backend" is written once, generic over
+//! `B: AutodiffBackend`, as a [`BackendTask`]; [`dispatch`] picks the concrete backend type at
+//! run time. The choice comes from a `--backend` flag or the `LEARNED_FFT_BACKEND` environment
+//! variable (the flag wins); `auto` takes wgpu when a wgpu adapter exists, else candle (which is
+//! always compiled in, so ndarray is only ever chosen by name); at f64 `auto` takes candle, since
+//! wgpu is f32-only.
+//!
+//! | backend | f32 | f64 | device |
+//! |---|---|---|---|
+//! | wgpu | yes | refused (CubeCL's wgpu f64 returns wrong values) | default adapter (Vulkan, Metal, DX12) |
+//! | candle | yes | yes | CPU |
+//! | ndarray | yes | yes | CPU |
+//! | cuda (feature `cuda`) | yes | yes | GPU 0 |
+
+use std::fmt;
+use std::str::FromStr;
+
+use burn::tensor::backend::AutodiffBackend;
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+
+/// The environment variable read when no `--backend` flag is given.
+pub const BACKEND_ENV: &str = "LEARNED_FFT_BACKEND";
+
+/// The wgpu backend without fusion: the concrete type custom CubeCL kernels are written for.
+pub type WgpuBackend = burn::backend::wgpu::CubeBackend<burn::backend::wgpu::WgpuRuntime, f32, i32, u32>;
+/// The candle backend on the CPU at float type `F`. (burn-candle 0.21 is marked deprecated;
+/// it still works and gives the same numbers, and the issue asks for it.)
+#[allow(deprecated)]
+pub type CandleBackend<F = f32> = burn::backend::Candle<F, i64>;
+/// The ndarray backend at float type `F`.
+pub type NdArrayBackend<F = f32> = burn::backend::NdArray<F>;
+/// The CUDA backend at float type `F` and int type `I`.
+#[cfg(feature = "cuda")]
+pub type CudaBackend<F = f32, I = i32> =
+    burn::backend::wgpu::CubeBackend<cubecl::cuda::CudaRuntime, F, I, u8>;
+
+/// Which backend to run on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum BackendKind {
+    /// wgpu when an adapter exists, else candle.
+    Auto,
+    /// wgpu (Vulkan, Metal, DX12; Mesa's lavapipe on a machine without a GPU).
+    Wgpu,
+    /// candle on the CPU.
+    Candle,
+    /// ndarray on the CPU.
+    Ndarray,
+    /// CUDA (needs the crate feature `cuda`).
+    Cuda,
+}
+
+impl BackendKind {
+    /// Lowercase name, as accepted by `--backend`.
+    pub fn name(self) -> &'static str {
+        match self {
+            BackendKind::Auto => "auto",
+            BackendKind::Wgpu => "wgpu",
+            BackendKind::Candle => "candle",
+            BackendKind::Ndarray => "ndarray",
+            BackendKind::Cuda => "cuda",
+        }
+    }
+
+    /// The backend named by `LEARNED_FFT_BACKEND`, or `Auto` when it is unset or empty.
+    pub fn from_env() -> Result<Self> {
+        match std::env::var(BACKEND_ENV) {
+            Ok(v) if !v.trim().is_empty() => v.parse(),
+            _ => Ok(BackendKind::Auto),
+        }
+    }
+}
+
+impl fmt::Display for BackendKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for BackendKind {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "auto" => Ok(BackendKind::Auto),
+            "wgpu" => Ok(BackendKind::Wgpu),
+            "candle" => Ok(BackendKind::Candle),
+            "ndarray" => Ok(BackendKind::Ndarray),
+            "cuda" => Ok(BackendKind::Cuda),
+            _ => Err(Error::UnknownBackend(s.to_string())),
+        }
+    }
+}
+
+/// Floating-point precision of parameters and arithmetic.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Precision {
+    /// IEEE single precision.
+    #[default]
+    F32,
+    /// IEEE double precision.
+    F64,
+}
+
+impl fmt::Display for Precision {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Precision::F32 => "f32",
+            Precision::F64 => "f64",
+        })
+    }
+}
+
+impl FromStr for Precision {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "f32" => Ok(Precision::F32),
+            "f64" => Ok(Precision::F64),
+            _ => Err(Error::invalid("precision", "f32 or f64", format!("{s:?}"))),
+        }
+    }
+}
+
+/// The wgpu adapter a default wgpu device would use, if any.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct AdapterSummary {
+    /// Adapter name (e.g. `"NVIDIA H100 80GB HBM3"`, `"llvmpipe (LLVM 15.0.6, 256 bits)"`).
+    pub name: String,
+    /// Device type: `DiscreteGpu`, `IntegratedGpu`, `VirtualGpu`, `Cpu` or `Other`.
+    pub device_type: String,
+    /// Graphics API: `Vulkan`, `Metal`, `Dx12`, `Gl`, …
+    pub api: String,
+}
+
+impl fmt::Display for AdapterSummary {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ({}, {})", self.name, self.device_type, self.api)
+    }
+}
+
+/// Looks for the adapter that wgpu's default device would pick (high-performance preference).
+/// Returns `None` when wgpu finds none; never panics.
+pub fn wgpu_adapter() -> Option<AdapterSummary> {
+    let probe = || {
+        let instance = wgpu::Instance::new(wgpu::InstanceDescriptor {
+            backends: wgpu::Backends::all(),
+            ..wgpu::InstanceDescriptor::new_without_display_handle()
+        });
+        let adapter = cubecl::future::block_on(instance.request_adapter(&wgpu::RequestAdapterOptions {
+            power_preference: wgpu::PowerPreference::HighPerformance,
+            force_fallback_adapter: false,
+            compatible_surface: None,
+        }))
+        .ok()?;
+        let info = adapter.get_info();
+        Some(AdapterSummary {
+            name: info.name,
+            device_type: format!("{:?}", info.device_type),
+            api: format!("{:?}", info.backend),
+        })
+    };
+    std::panic::catch_unwind(probe).ok().flatten()
+}
+
+/// The backend a run actually uses, after `auto` is resolved.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Selected {
+    /// The concrete backend (never `Auto`).
+    pub kind: BackendKind,
+    /// The precision.
+    pub precision: Precision,
+    /// Human-readable device: the wgpu adapter, `"CPU"`, or the CUDA device.
+    pub device: String,
+}
+
+impl fmt::Display for Selected {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {} on {}", self.kind, self.precision, self.device)
+    }
+}
+
+/// Resolves `auto` and checks that the backend can run at `precision` here.
+pub fn select(kind: BackendKind, precision: Precision) -> Result<Selected> {
+    if kind == BackendKind::Wgpu && precision == Precision::F64 {
+        return Err(Error::UnsupportedPrecision {
+            op: "backend",
+            backend: "wgpu",
+            precision: precision.to_string(),
+            supported: "f32",
+        });
+    }
+    let (kind, device) = match kind {
+        // wgpu is f32-only, so auto at f64 goes to candle.
+        BackendKind::Auto if precision == Precision::F64 => (BackendKind::Candle, "CPU".to_string()),
+        BackendKind::Auto => match wgpu_adapter() {
+            Some(adapter) => (BackendKind::Wgpu, adapter.to_string()),
+            None => (BackendKind::Candle, "CPU".to_string()),
+        },
+        BackendKind::Wgpu => match wgpu_adapter() {
+            Some(adapter) => (BackendKind::Wgpu, adapter.to_string()),
+            None => {
+                return Err(Error::BackendUnavailable {
+                    backend: "wgpu",
+                    reason: "no wgpu adapter found (on Linux without a GPU, install Mesa's lavapipe: \
+                             apt-get install mesa-vulkan-drivers libvulkan1)"
+                        .into(),
+                })
+            }
+        },
+        BackendKind::Candle | BackendKind::Ndarray => (kind, "CPU".to_string()),
+        BackendKind::Cuda => {
+            if cfg!(feature = "cuda") {
+                (kind, "CUDA device 0".to_string())
+            } else {
+                return Err(Error::BackendUnavailable {
+                    backend: "cuda",
+                    reason: "this build lacks the `cuda` feature (cargo build --features cuda)".into(),
+                });
+            }
+        }
+    };
+    Ok(Selected { kind, precision, device })
+}
+
+/// Work written once for every backend: [`dispatch`] calls `run` with the concrete autodiff
+/// backend type that was chosen.
+pub trait BackendTask {
+    /// What the task returns.
+    type Output;
+    /// Runs the task on backend `B` (already wrapped in `Autodiff`) and its device.
+    fn run<B: AutodiffBackend>(self, device: B::Device, selected: &Selected) -> Result<Self::Output>;
+}
+
+/// Resolves the backend and precision, then runs `task` on it.
+pub fn dispatch<T: BackendTask>(kind: BackendKind, precision: Precision, task: T) -> Result<T::Output> {
+    use burn::backend::Autodiff;
+    let selected = select(kind, precision)?;
+    match (selected.kind, precision) {
+        (BackendKind::Wgpu, _) => task.run::<Autodiff<WgpuBackend>>(Default::default(), &selected),
+        (BackendKind::Candle, Precision::F32) => task.run::<Autodiff<CandleBackend<f32>>>(Default::default(), &selected),
+        (BackendKind::Candle, Precision::F64) => task.run::<Autodiff<CandleBackend<f64>>>(Default::default(), &selected),
+        (BackendKind::Ndarray, Precision::F32) => task.run::<Autodiff<NdArrayBackend<f32>>>(Default::default(), &selected),
+        (BackendKind::Ndarray, Precision::F64) => task.run::<Autodiff<NdArrayBackend<f64>>>(Default::default(), &selected),
+        #[cfg(feature = "cuda")]
+        (BackendKind::Cuda, Precision::F32) => task.run::<Autodiff<CudaBackend<f32, i32>>>(Default::default(), &selected),
+        #[cfg(feature = "cuda")]
+        (BackendKind::Cuda, Precision::F64) => task.run::<Autodiff<CudaBackend<f64, i64>>>(Default::default(), &selected),
+        (other, _) => Err(Error::BackendUnavailable { backend: other.name(), reason: "not compiled in".into() }),
+    }
+}

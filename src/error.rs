@@ -1,0 +1,77 @@
+//! The crate's error type: every user-facing entry point returns [`Result`].
+//!
+//! Messages name the operation, what it expected and what it received, so that
+//! `"butterfly: expected n to be a power of two >= 2, got 12"` is enough to fix the call.
+
+use std::fmt;
+
+/// Errors returned by learned-fft's public entry points.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A size, shape or value that the operation cannot accept.
+    #[error("{op}: expected {expected}, got {got}")]
+    InvalidInput {
+        /// The operation that refused the input (e.g. `"butterfly.forward"`).
+        op: &'static str,
+        /// What the operation accepts.
+        expected: String,
+        /// What it received.
+        got: String,
+    },
+    /// The chosen backend cannot run at the requested precision.
+    #[error("{op}: the {backend} backend does not support {precision} (supported: {supported})")]
+    UnsupportedPrecision {
+        /// The operation that needed the backend.
+        op: &'static str,
+        /// Backend name.
+        backend: &'static str,
+        /// Requested precision.
+        precision: String,
+        /// Precisions that backend supports.
+        supported: &'static str,
+    },
+    /// A backend name that is not one of the known ones.
+    #[error("backend: expected one of auto, wgpu, candle, ndarray, cuda, got {0:?}")]
+    UnknownBackend(String),
+    /// The backend exists but cannot be used on this machine.
+    #[error("backend: {backend} is not available: {reason}")]
+    BackendUnavailable {
+        /// Backend name.
+        backend: &'static str,
+        /// Why it cannot be used.
+        reason: String,
+    },
+    /// Reading or writing a file failed.
+    #[error("{op}: {path}: {source}")]
+    Io {
+        /// The operation that touched the file.
+        op: &'static str,
+        /// The file.
+        path: String,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Result alias used throughout the crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    /// Shorthand for [`Error::InvalidInput`].
+    pub fn invalid(op: &'static str, expected: impl fmt::Display, got: impl fmt::Display) -> Self {
+        Error::InvalidInput {
+            op,
+            expected: expected.to_string(),
+            got: got.to_string(),
+        }
+    }
+}
+
+/// `n` must be a power of two and at least 2; returns log2(n).
+pub fn check_power_of_two(op: &'static str, n: usize) -> Result<usize> {
+    if n < 2 || !n.is_power_of_two() {
+        return Err(Error::invalid(op, "n to be a power of two >= 2", n));
+    }
+    Ok(n.trailing_zeros() as usize)
+}

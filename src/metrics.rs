@@ -1,0 +1,79 @@
+//! The error metric and its floor.
+//!
+//! **rmse** = sqrt(mean over the N×N entries of |M − F|²), where M is the matrix the layer
+//! computes on its backend and dtype ([`Butterfly::matrix_on_backend`]) and F the target in its
+//! unitary scaling in f64 ([`Target::matrix`]). This is the metric of Dao et al. (2019, table 1),
+//! so numbers compare with theirs.
+//!
+//! **floor** = the same rmse for the exact-twiddle butterfly (twiddles computed in f64, then cast)
+//! evaluated in the same dtype on the same backend: what rounding alone costs, and the bar a
+//! trained layer is measured against.
+
+use burn::tensor::backend::Backend;
+
+use crate::butterfly::{exact_fft, Butterfly};
+use crate::error::{Error, Result};
+use crate::reference::{ComplexMatrix, Target};
+
+/// rmse of a layer against a target matrix (see the module docs).
+pub fn rmse<B: Backend>(layer: &Butterfly<B>, target: &ComplexMatrix) -> Result<f64> {
+    if target.n() != layer.n() {
+        return Err(Error::invalid("rmse", format!("a target of size {}", layer.n()), target.n()));
+    }
+    Ok(layer.matrix_on_backend().rmse(target))
+}
+
+/// The floor for `target` at size `n` on backend `B`: the rmse of the exact-twiddle butterfly.
+/// `None` for targets with no exact butterfly here (all but the DFT and its inverse).
+pub fn floor<B: Backend>(n: usize, target: &Target, device: &B::Device) -> Result<Option<f64>> {
+    let inverse = match target {
+        Target::Dft => false,
+        Target::Idft => true,
+        _ => return Ok(None),
+    };
+    let exact = exact_fft::<B>(n, inverse, device)?;
+    rmse(&exact, &target.matrix(n)?).map(Some)
+}
+
+/// One row of the exact-butterfly accuracy table.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct ExactRow {
+    /// Transform size.
+    pub n: usize,
+    /// rmse of the matrix the stored twiddles represent, multiplied out in f64: what rounding the
+    /// twiddles to the backend's dtype alone costs.
+    pub twiddle_rmse: f64,
+    /// The floor: rmse of the exact butterfly evaluated on the backend in its dtype.
+    pub floor: f64,
+    /// Relative RMS error of the exact (unnormalised) butterfly against rustfft in f64 on
+    /// `probes` random complex vectors.
+    pub rel_err_vs_rustfft: f64,
+}
+
+/// Accuracy of the exact unitary DFT butterfly of size `n` on backend `B`.
+pub fn exact_row<B: Backend>(n: usize, device: &B::Device) -> Result<ExactRow> {
+    use crate::tensors::{float_tensor, to_f64_vec};
+    use num_complex::Complex64;
+    use rand::SeedableRng;
+    use rand_distr::{Distribution, StandardNormal};
+
+    let target = Target::Dft.matrix(n)?;
+    let layer = exact_fft::<B>(n, false, device)?;
+    let twiddle_rmse = layer.to_matrix().rmse(&target);
+    let floor = rmse(&layer, &target)?;
+
+    let probes = 4;
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(n as u64);
+    let mut draw = || -> Vec<f64> { (0..probes * n).map(|_| StandardNormal.sample(&mut rng)).collect() };
+    let to_tensor = |v: Vec<f64>| float_tensor::<B, 2>(v, [probes, n], device);
+    let (xr, xi) = (to_tensor(draw()), to_tensor(draw()));
+    // The truth is computed on the inputs as the backend holds them (rounded to its dtype).
+    let host = |t: &burn::tensor::Tensor<B, 2>| to_f64_vec(t.clone());
+    let mut truth: Vec<Complex64> = host(&xr).into_iter().zip(host(&xi)).map(|(r, i)| Complex64::new(r, i)).collect();
+    crate::reference::dft::fft_in_place(&mut truth, n, false, crate::reference::FftNorm::Ortho);
+    let (yr, yi) = layer.forward(xr, xi)?;
+    let (num, den) = host(&yr).into_iter().zip(host(&yi)).zip(&truth).fold((0.0, 0.0), |(num, den), ((r, i), t)| {
+        (num + (Complex64::new(r, i) - t).norm_sqr(), den + t.norm_sqr())
+    });
+    Ok(ExactRow { n, twiddle_rmse, floor, rel_err_vs_rustfft: (num / den).sqrt() })
+}

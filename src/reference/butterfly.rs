@@ -1,0 +1,51 @@
+//! The butterfly product evaluated in f64 on the CPU: the definition every other implementation
+//! (the tensor-op reference twin, the fused kernels) is checked against.
+//!
+//! # Definition
+//! N = 2^L. The twiddles `t[s][k][a][b]` (stage s < L, block k < N/2, output row a, input
+//! column b) are complex. The input is first permuted (`x ← x[perm]`), then each stage
+//! s = 0, 1, …, L−1 with stride `st = 2^s` maps every block k, with `g = k / st`,
+//! `j = k % st`, `i0 = 2·st·g + j`, `i1 = i0 + st`:
+//!
+//! ```text
+//! y[i0] = t[s][k][0][0] · x[i0] + t[s][k][0][1] · x[i1]
+//! y[i1] = t[s][k][1][0] · x[i0] + t[s][k][1][1] · x[i1]
+//! ```
+//!
+//! Twiddles are stored row-major in `[L, N/2, 2, 2]` order, real and imaginary parts apart.
+
+use num_complex::Complex64;
+
+use super::matrix::ComplexMatrix;
+use crate::butterfly::Permutation;
+
+/// Applies the butterfly with twiddles `(tw_re, tw_im)` (each `[L, n/2, 2, 2]` row-major) after
+/// `perm` to `x` in place.
+pub fn apply(tw_re: &[f64], tw_im: &[f64], perm: Permutation, x: &mut [Complex64]) {
+    let n = x.len();
+    let log_n = n.trailing_zeros() as usize;
+    assert_eq!(tw_re.len(), log_n * n * 2, "reference::butterfly::apply: twiddle length");
+    assert_eq!(tw_im.len(), tw_re.len(), "reference::butterfly::apply: twiddle length");
+    let permuted: Vec<Complex64> = perm.indices(n).into_iter().map(|i| x[i]).collect();
+    x.copy_from_slice(&permuted);
+    let t = |s: usize, k: usize, a: usize, b: usize| {
+        let idx = ((s * (n / 2) + k) * 2 + a) * 2 + b;
+        Complex64::new(tw_re[idx], tw_im[idx])
+    };
+    for s in 0..log_n {
+        let st = 1usize << s;
+        for k in 0..n / 2 {
+            let (g, j) = (k / st, k % st);
+            let i0 = 2 * st * g + j;
+            let i1 = i0 + st;
+            let (x0, x1) = (x[i0], x[i1]);
+            x[i0] = t(s, k, 0, 0) * x0 + t(s, k, 0, 1) * x1;
+            x[i1] = t(s, k, 1, 0) * x0 + t(s, k, 1, 1) * x1;
+        }
+    }
+}
+
+/// The dense N×N matrix of the butterfly with the given twiddles and permutation.
+pub fn matrix(tw_re: &[f64], tw_im: &[f64], n: usize, perm: Permutation) -> ComplexMatrix {
+    ComplexMatrix::from_linear_map(n, |col| apply(tw_re, tw_im, perm, col))
+}

@@ -1,0 +1,19 @@
+//! f64 truth on the CPU: the transforms every learned or fused result is checked against.
+//!
+//! - [`dft`]: the discrete Fourier transform and its inverse through rustfft, in numpy's three
+//!   normalisations ([`FftNorm`]).
+//! - [`targets`]: dense N×N matrices of the transforms the trainer fits (DFT, iDFT, DCT-II,
+//!   DST-II, Hadamard, Hartley, circulant convolution), each built by a fast algorithm and
+//!   tested against its closed form or a naive O(N²) sum.
+//! - [`butterfly`]: the butterfly product evaluated in f64 from its twiddles, the definition
+//!   that the tensor-op forward and the fused kernels are checked against.
+//! - [`matrix`]: the small dense complex matrix type these share.
+
+pub mod butterfly;
+pub mod dft;
+pub mod matrix;
+pub mod targets;
+
+pub use dft::FftNorm;
+pub use matrix::ComplexMatrix;
+pub use targets::Target;

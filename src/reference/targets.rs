@@ -1,0 +1,151 @@
+//! Dense target matrices in f64, in their unitary (orthonormal) scaling.
+//!
+//! Each is built by a fast algorithm (rustfft, rustdct, a fast Walsh–Hadamard transform) applied
+//! to the basis vectors; the tests check each against its closed form or a naive O(N²) sum.
+//!
+//! | target | entry (row k, column j) |
+//! |---|---|
+//! | DFT | e^{-2πi jk/N} / √N |
+//! | iDFT | e^{+2πi jk/N} / √N |
+//! | DCT-II | s_k cos(π(2j+1)k / 2N), s_0 = √(1/N), s_k = √(2/N) |
+//! | DST-II | s_k sin(π(2j+1)(k+1) / 2N), s_{N-1} = √(1/N), s_k = √(2/N) |
+//! | Hadamard | (−1)^{popcount(j & k)} / √N (Sylvester order) |
+//! | Hartley | (cos(2π jk/N) + sin(2π jk/N)) / √N |
+//! | circulant | h[(k − j) mod N] (the matrix of circular convolution with h, unscaled) |
+
+use num_complex::Complex64;
+use rustdct::DctPlanner;
+use serde::{Deserialize, Serialize};
+
+use super::dft::{fft_in_place, FftNorm};
+use super::matrix::ComplexMatrix;
+use crate::error::{check_power_of_two, Error, Result};
+
+/// A linear transform the butterfly can be trained to reproduce.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Target {
+    /// Unitary discrete Fourier transform.
+    Dft,
+    /// Unitary inverse discrete Fourier transform.
+    Idft,
+    /// Orthonormal DCT-II (scipy's `dct(x, type=2, norm="ortho")`).
+    Dct2,
+    /// Orthonormal DST-II (scipy's `dst(x, type=2, norm="ortho")`).
+    Dst2,
+    /// Sylvester-ordered Walsh–Hadamard transform, scaled by 1/√N.
+    Hadamard,
+    /// Discrete Hartley transform, scaled by 1/√N.
+    Hartley,
+    /// Circular convolution with the given real kernel, whose length must equal N.
+    Circulant {
+        /// The kernel h; `(h ⊛ x)[k] = Σ_j h[(k − j) mod N] x[j]`.
+        kernel: Vec<f64>,
+    },
+}
+
+impl Target {
+    /// Short lowercase name (`"dft"`, `"dct2"`, …).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Target::Dft => "dft",
+            Target::Idft => "idft",
+            Target::Dct2 => "dct2",
+            Target::Dst2 => "dst2",
+            Target::Hadamard => "hadamard",
+            Target::Hartley => "hartley",
+            Target::Circulant { .. } => "circulant",
+        }
+    }
+
+    /// The dense N×N matrix of this target. N must be a power of two ≥ 2 (the butterfly's sizes).
+    pub fn matrix(&self, n: usize) -> Result<ComplexMatrix> {
+        check_power_of_two("target.matrix", n)?;
+        let real = |v: &[f64]| -> Vec<Complex64> { v.iter().map(|&x| Complex64::new(x, 0.0)).collect() };
+        Ok(match self {
+            Target::Dft => ComplexMatrix::from_linear_map(n, |col| fft_in_place(col, n, false, FftNorm::Ortho)),
+            Target::Idft => ComplexMatrix::from_linear_map(n, |col| fft_in_place(col, n, true, FftNorm::Ortho)),
+            Target::Dct2 => {
+                let plan = DctPlanner::<f64>::new().plan_dct2(n);
+                real_map(n, |x| {
+                    plan.process_dct2(x);
+                    orthonormalise(x, 0);
+                })
+            }
+            Target::Dst2 => {
+                let plan = DctPlanner::<f64>::new().plan_dst2(n);
+                real_map(n, |x| {
+                    plan.process_dst2(x);
+                    orthonormalise(x, n - 1);
+                })
+            }
+            Target::Hadamard => real_map(n, |x| {
+                walsh_hadamard_in_place(x);
+                let s = 1.0 / (n as f64).sqrt();
+                x.iter_mut().for_each(|v| *v *= s);
+            }),
+            Target::Hartley => {
+                // H = Re(F) − Im(F) for the unitary DFT F, since e^{-iθ} = cos θ − i sin θ.
+                let f = Target::Dft.matrix(n)?;
+                ComplexMatrix::from_fn(n, |r, c| {
+                    let z = f.get(r, c);
+                    Complex64::new(z.re - z.im, 0.0)
+                })
+            }
+            Target::Circulant { kernel } => {
+                if kernel.len() != n {
+                    return Err(Error::invalid(
+                        "target.circulant",
+                        format!("a kernel of length n = {n}"),
+                        format!("length {}", kernel.len()),
+                    ));
+                }
+                // h ⊛ x = F⁻¹ (F h ⊙ F x), with unnormalised forward and 1/N inverse.
+                let h_hat = {
+                    let mut h = real(kernel);
+                    fft_in_place(&mut h, n, false, FftNorm::Backward);
+                    h
+                };
+                ComplexMatrix::from_linear_map(n, |col| {
+                    fft_in_place(col, n, false, FftNorm::Backward);
+                    col.iter_mut().zip(&h_hat).for_each(|(x, h)| *x *= h);
+                    fft_in_place(col, n, true, FftNorm::Backward);
+                })
+            }
+        })
+    }
+}
+
+/// Matrix of a real linear map given in place on a real buffer.
+fn real_map(n: usize, mut apply: impl FnMut(&mut [f64])) -> ComplexMatrix {
+    let mut buf = vec![0.0; n];
+    ComplexMatrix::from_linear_map(n, |col| {
+        buf.iter_mut().zip(col.iter()).for_each(|(b, z)| *b = z.re);
+        apply(&mut buf);
+        col.iter_mut().zip(&buf).for_each(|(z, b)| *z = Complex64::new(*b, 0.0));
+    })
+}
+
+/// Scales an unnormalised DCT-II / DST-II output to the orthonormal one: every coefficient by
+/// √(2/N), the one at `special` by √(1/N).
+fn orthonormalise(x: &mut [f64], special: usize) {
+    let n = x.len() as f64;
+    for (k, v) in x.iter_mut().enumerate() {
+        *v *= if k == special { (1.0 / n).sqrt() } else { (2.0 / n).sqrt() };
+    }
+}
+
+/// Unnormalised fast Walsh–Hadamard transform in Sylvester (natural) order.
+fn walsh_hadamard_in_place(x: &mut [f64]) {
+    let n = x.len();
+    let mut h = 1;
+    while h < n {
+        for block in (0..n).step_by(2 * h) {
+            for i in block..block + h {
+                let (a, b) = (x[i], x[i + h]);
+                x[i] = a + b;
+                x[i + h] = a - b;
+            }
+        }
+        h *= 2;
+    }
+}

@@ -1,0 +1,30 @@
+//! Tensor creation with the backend's own element types.
+//!
+//! Burn 0.21 keeps one default float dtype per device, keyed by the device alone: `Candle<f32>`
+//! and `Candle<f64>` (or `NdArray<f32>` and `NdArray<f64>`) share it, so in a process that uses
+//! both, `Tensor::from_data(data, &device)` may produce f32 tensors on the f64 backend. Every
+//! tensor this crate creates goes through these helpers, which name the dtype explicitly.
+
+use burn::tensor::{backend::Backend, Element, Int, Tensor, TensorData};
+
+/// A float tensor of `B`'s float type from f64 values (row-major).
+pub fn float_tensor<B: Backend, const D: usize>(values: Vec<f64>, shape: [usize; D], device: &B::Device) -> Tensor<B, D> {
+    Tensor::from_data(TensorData::new(values, shape), (device, <B::FloatElem as Element>::dtype()))
+}
+
+/// An int tensor of `B`'s int type.
+pub fn int_tensor<B: Backend, const D: usize>(values: Vec<i64>, shape: [usize; D], device: &B::Device) -> Tensor<B, D, Int> {
+    Tensor::from_data(TensorData::new(values, shape), (device, <B::IntElem as Element>::dtype()))
+}
+
+/// The identity matrix of `B`'s float type.
+pub fn eye<B: Backend>(n: usize, device: &B::Device) -> Tensor<B, 2> {
+    let mut v = vec![0.0; n * n];
+    (0..n).for_each(|i| v[i * n + i] = 1.0);
+    float_tensor(v, [n, n], device)
+}
+
+/// The values of a tensor as f64, row-major.
+pub fn to_f64_vec<B: Backend, const D: usize>(tensor: Tensor<B, D>) -> Vec<f64> {
+    tensor.into_data().iter::<f64>().collect()
+}

@@ -1,0 +1,137 @@
+//! Shared by every test: seeded random data, named tolerances, backends, and the checkers.
+
+use burn::tensor::{backend::Backend, Tensor};
+use learned_fft::tensors::{float_tensor, to_f64_vec};
+use num_complex::Complex64;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use rand_distr::{Distribution, StandardNormal};
+
+pub use learned_fft::backend::{CandleBackend, NdArrayBackend, WgpuBackend};
+
+/// Every test's RNG seed (offset per use so that draws are independent).
+pub const SEED: u64 = 0x1ea2_6ed0_0ff7;
+
+/// Sizes 2, 4, …, 4096.
+pub fn sizes_up_to(max: usize) -> impl Iterator<Item = usize> {
+    (1..=max.trailing_zeros()).map(|b| 1usize << b)
+}
+
+/// Tolerances of one float format. Each field says why it is what it is.
+#[derive(Clone, Copy, Debug)]
+pub struct Tol {
+    /// Largest relative error allowed between autodiff and central finite differences, measured
+    /// per entry against max(|entry|, 1e-3 · max |gradient|).
+    pub fd_rel: f64,
+    /// Finite-difference step. The test losses are quadratic in any single parameter or input
+    /// entry (the butterfly is linear in each), so central differences have no truncation error
+    /// and the step only trades against rounding: error ≈ ε·|L| / step.
+    pub fd_step: f64,
+    /// Relative RMS error allowed for the fft → ifft round trip and the adjoint identity.
+    pub identity_rel: f64,
+}
+
+/// f64: the acceptance bar for finite differences is 1e-6; with step 1e-3 the rounding term is
+/// about 1e-16 · |L| / 1e-3 ≈ 1e-12 relative, far inside it. The round trip passes through
+/// 2·log2 N ≤ 24 stages, each rounding once per entry (≤ ε/2 ≈ 1.1e-16): 1e-13 bounds that
+/// with room for the twiddles' own rounding.
+pub const F64: Tol = Tol { fd_rel: 1e-6, fd_step: 1e-3, identity_rel: 1e-13 };
+
+/// f32: with step 0.25 (exact for the quadratic test losses) the rounding term ε·|L|/step with
+/// ε = 1.2e-7 and |L| up to ~N·|y|² stays below ~1e-4 of the gradient's scale for N ≤ 16; 1e-3
+/// leaves a 10× margin. Round trip: 2·log2 N ≤ 24 stages, each rounding once per entry
+/// (≤ ε/2 = 6e-8) plus the 1/√2 twiddle's rounding bias (1.7e-8 per stage): 24 × 7.7e-8 ≈ 1.9e-6,
+/// rounded up to 2e-6.
+pub const F32: Tol = Tol { fd_rel: 1e-3, fd_step: 0.25, identity_rel: 2e-6 };
+
+/// The acceptance bar for the exact butterfly against rustfft in f64 (relative RMS error).
+pub const F64_EXACT_REL_RMS: f64 = 1e-13;
+/// In f32 the exact butterfly may be at most this many times less accurate than rustfft run in
+/// f32 on the same inputs (the acceptance bar).
+pub const F32_EXACT_VS_RUSTFFT: f64 = 4.0;
+
+/// A seeded stream of standard normal f64 values.
+pub fn normals(seed: u64, len: usize) -> Vec<f64> {
+    let mut rng = ChaCha8Rng::seed_from_u64(SEED ^ seed);
+    (0..len).map(|_| StandardNormal.sample(&mut rng)).collect()
+}
+
+/// `v` rounded to f32 when `B`'s float type is f32, so the f64 truth sees exactly the inputs the
+/// backend sees.
+pub fn round_to_backend<B: Backend>(v: &[f64], device: &B::Device) -> Vec<f64> {
+    to_f64_vec(float_tensor::<B, 1>(v.to_vec(), [v.len()], device))
+}
+
+/// A `[rows, cols]` tensor from row-major f64 values.
+pub fn tensor2<B: Backend>(v: &[f64], rows: usize, cols: usize, device: &B::Device) -> Tensor<B, 2> {
+    float_tensor(v.to_vec(), [rows, cols], device)
+}
+
+/// Host f64 copy of a tensor.
+pub fn host<B: Backend, const D: usize>(t: Tensor<B, D>) -> Vec<f64> {
+    to_f64_vec(t)
+}
+
+/// Complex vector from parts.
+pub fn complex(re: &[f64], im: &[f64]) -> Vec<Complex64> {
+    re.iter().zip(im).map(|(&r, &i)| Complex64::new(r, i)).collect()
+}
+
+/// sqrt(Σ|a − b|²) / sqrt(Σ|b|²).
+pub fn rel_rms(a: &[Complex64], b: &[Complex64]) -> f64 {
+    assert_eq!(a.len(), b.len());
+    let num: f64 = a.iter().zip(b).map(|(x, y)| (x - y).norm_sqr()).sum();
+    let den: f64 = b.iter().map(|y| y.norm_sqr()).sum();
+    (num / den).sqrt()
+}
+
+/// The wgpu device, or `None` (test skipped) when there is no adapter. With
+/// `LEARNED_FFT_REQUIRE_WGPU=1` a missing adapter fails the test instead.
+pub fn wgpu_device() -> Option<burn::backend::wgpu::WgpuDevice> {
+    match learned_fft::backend::wgpu_adapter() {
+        Some(_) => Some(Default::default()),
+        None => {
+            let required = std::env::var("LEARNED_FFT_REQUIRE_WGPU").is_ok_and(|v| v == "1");
+            assert!(!required, "LEARNED_FFT_REQUIRE_WGPU=1 but wgpu found no adapter");
+            eprintln!("skipped: no wgpu adapter (set LEARNED_FFT_REQUIRE_WGPU=1 to fail instead)");
+            None
+        }
+    }
+}
+
+/// Declares one `#[test]` per backend, each calling the generic `$check::<B>(&device, tol)`.
+macro_rules! per_backend {
+    ($check:ident) => {
+        mod $check {
+            use crate::common::*;
+            #[test]
+            fn ndarray_f64() {
+                super::$check::<NdArrayBackend<f64>>(&Default::default(), F64);
+            }
+            #[test]
+            fn ndarray_f32() {
+                super::$check::<NdArrayBackend<f32>>(&Default::default(), F32);
+            }
+            #[test]
+            fn candle_f64() {
+                super::$check::<CandleBackend<f64>>(&Default::default(), F64);
+            }
+            #[test]
+            fn candle_f32() {
+                super::$check::<CandleBackend<f32>>(&Default::default(), F32);
+            }
+            #[test]
+            fn wgpu_f32() {
+                if let Some(device) = wgpu_device() {
+                    super::$check::<WgpuBackend>(&device, F32);
+                }
+            }
+        }
+    };
+}
+pub(crate) use per_backend;
+
+/// Is `B`'s float type f64?
+pub fn is_f64<B: Backend>() -> bool {
+    std::mem::size_of::<B::FloatElem>() == 8
+}

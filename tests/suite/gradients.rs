@@ -1,0 +1,178 @@
+//! Gradient checks of the reference butterfly through Burn's autodiff: central finite
+//! differences (both gradients), the adjoint identity, and the fft → ifft round trip.
+
+use burn::backend::Autodiff;
+use burn::tensor::{backend::Backend, Tensor};
+use learned_fft::butterfly::butterfly_forward_reference;
+use learned_fft::reference::FftNorm;
+use learned_fft::{ButterflyConfig, ButterflyInit, Permutation};
+use num_complex::Complex64;
+
+use crate::common::*;
+
+/// Largest N checked coordinate by coordinate: the acceptance range in f64; in f32 the rounding
+/// term of finite differences grows with N (see [`F32`]), so f32 stops at 16.
+fn fd_max_n<B: Backend>() -> usize {
+    if is_f64::<B>() { 64 } else { 16 }
+}
+
+/// A gradient-check problem: twiddles, input and the loss
+/// `L = Σ (a_re·y_re + a_im·y_im) + ½ Σ c·(y_re² + y_im²)`, all as host f64.
+struct Problem {
+    n: usize,
+    batch: usize,
+    tw: [Vec<f64>; 2],
+    x: [Vec<f64>; 2],
+    a: [Vec<f64>; 2],
+    c: Vec<f64>,
+}
+
+impl Problem {
+    fn new<B: Backend>(n: usize, batch: usize, device: &B::Device) -> Self {
+        let len = batch * n;
+        let s = n as u64 * 1000;
+        let (tw_re, tw_im) = ButterflyInit::Randn { seed: s, scale: std::f64::consts::FRAC_1_SQRT_2 }.twiddles(n);
+        let r = |v: &[f64]| round_to_backend::<B>(v, device);
+        Problem {
+            n,
+            batch,
+            tw: [r(&tw_re), r(&tw_im)],
+            x: [r(&normals(s + 1, len)), r(&normals(s + 2, len))],
+            a: [r(&normals(s + 3, len)), r(&normals(s + 4, len))],
+            c: r(&normals(s + 5, len).iter().map(|v| v.abs()).collect::<Vec<_>>()),
+        }
+    }
+
+    fn tw_tensor<B: Backend>(&self, v: &[f64], device: &B::Device) -> Tensor<B, 4> {
+        let shape = [self.n.trailing_zeros() as usize, self.n / 2, 2, 2];
+        learned_fft::tensors::float_tensor(v.to_vec(), shape, device)
+    }
+
+    /// The loss evaluated in f64 on the host from the backend's forward output.
+    fn loss_host<B: Backend>(&self, tw: &[Vec<f64>; 2], x: &[Vec<f64>; 2], device: &B::Device) -> f64 {
+        let (yr, yi) = butterfly_forward_reference(
+            tensor2::<B>(&x[0], self.batch, self.n, device),
+            tensor2::<B>(&x[1], self.batch, self.n, device),
+            self.tw_tensor::<B>(&tw[0], device),
+            self.tw_tensor::<B>(&tw[1], device),
+            Permutation::BitReversal,
+        );
+        let (yr, yi) = (host(yr), host(yi));
+        (0..yr.len())
+            .map(|i| self.a[0][i] * yr[i] + self.a[1][i] * yi[i] + 0.5 * self.c[i] * (yr[i] * yr[i] + yi[i] * yi[i]))
+            .sum()
+    }
+
+    /// Autodiff gradients `[x_re, x_im, tw_re, tw_im]`.
+    fn autodiff<B: Backend>(&self, device: &B::Device) -> [Vec<f64>; 4] {
+        type A<B> = Autodiff<B>;
+        let x_re = tensor2::<A<B>>(&self.x[0], self.batch, self.n, device).require_grad();
+        let x_im = tensor2::<A<B>>(&self.x[1], self.batch, self.n, device).require_grad();
+        let tw_re = self.tw_tensor::<A<B>>(&self.tw[0], device).require_grad();
+        let tw_im = self.tw_tensor::<A<B>>(&self.tw[1], device).require_grad();
+        let (yr, yi) = butterfly_forward_reference(
+            x_re.clone(),
+            x_im.clone(),
+            tw_re.clone(),
+            tw_im.clone(),
+            Permutation::BitReversal,
+        );
+        let t = |v: &[f64]| tensor2::<A<B>>(v, self.batch, self.n, device);
+        let (a_re, a_im, c) = (t(&self.a[0]), t(&self.a[1]), t(&self.c));
+        let loss = (a_re * yr.clone() + a_im * yi.clone()).sum()
+            + (c * (yr.clone() * yr + yi.clone() * yi)).sum().mul_scalar(0.5);
+        let grads = loss.backward();
+        [
+            host(x_re.grad(&grads).unwrap()),
+            host(x_im.grad(&grads).unwrap()),
+            host(tw_re.grad(&grads).unwrap()),
+            host(tw_im.grad(&grads).unwrap()),
+        ]
+    }
+}
+
+/// The shared finite-difference checker: every entry of both inputs and both twiddle tensors.
+fn check_finite_differences<B: Backend>(device: &B::Device, tol: Tol) {
+    for n in sizes_up_to(fd_max_n::<B>()) {
+        let p = Problem::new::<B>(n, 2, device);
+        let ad = p.autodiff::<B>(device);
+        for (which, grad) in ad.iter().enumerate() {
+            let scale = grad.iter().fold(0.0f64, |m, g| m.max(g.abs()));
+            assert!(scale > 0.0, "n={n}: gradient {which} is identically zero");
+            for i in 0..grad.len() {
+                let eval = |delta: f64| {
+                    let (mut tw, mut x) = (p.tw.clone(), p.x.clone());
+                    let v = if which < 2 { &mut x[which][i] } else { &mut tw[which - 2][i] };
+                    *v += delta;
+                    p.loss_host::<B>(&tw, &x, device)
+                };
+                let h = tol.fd_step;
+                let fd = (eval(h) - eval(-h)) / (2.0 * h);
+                let err = (fd - grad[i]).abs() / grad[i].abs().max(1e-3 * scale);
+                assert!(
+                    err <= tol.fd_rel,
+                    "n={n} {} [{i}]: autodiff {} vs finite differences {fd} (rel err {err:e} > {:e})",
+                    ["x_re", "x_im", "tw_re", "tw_im"][which],
+                    grad[i],
+                    tol.fd_rel
+                );
+            }
+        }
+    }
+}
+per_backend!(check_finite_differences);
+
+/// For the linear map M of the layer, the gradient of f(x) = Re⟨y, Mx⟩ with respect to x is
+/// Mᴴy: it must satisfy f(x) = Re⟨Mᴴy, x⟩ and equal Mᴴy computed in f64 from the twiddles.
+fn check_adjoint_identity<B: Backend>(device: &B::Device, tol: Tol) {
+    type A<B> = Autodiff<B>;
+    for n in sizes_up_to(1024) {
+        let layer = ButterflyConfig::new(n)
+            .with_init(ButterflyInit::Randn { seed: n as u64, scale: std::f64::consts::FRAC_1_SQRT_2 })
+            .init::<A<B>>(device)
+            .unwrap();
+        let batch = 3;
+        let xs = [normals(11 * n as u64, batch * n), normals(13 * n as u64, batch * n)];
+        let ys = [normals(17 * n as u64, batch * n), normals(19 * n as u64, batch * n)];
+        let x_re = tensor2::<A<B>>(&xs[0], batch, n, device).require_grad();
+        let x_im = tensor2::<A<B>>(&xs[1], batch, n, device).require_grad();
+        let (mr, mi) = layer.forward(x_re.clone(), x_im.clone()).unwrap();
+        let f = (tensor2::<A<B>>(&ys[0], batch, n, device) * mr + tensor2::<A<B>>(&ys[1], batch, n, device) * mi).sum();
+        let f_value = host(f.clone())[0];
+        let grads = f.backward();
+        let g = [host(x_re.grad(&grads).unwrap()), host(x_im.grad(&grads).unwrap())];
+
+        let x = complex(&round_to_backend::<B>(&xs[0], device), &round_to_backend::<B>(&xs[1], device));
+        let gc = complex(&g[0], &g[1]);
+        let inner: f64 = x.iter().zip(&gc).map(|(x, g)| (g.conj() * x).re).sum();
+        let norms = (x.iter().map(|z| z.norm_sqr()).sum::<f64>() * gc.iter().map(|z| z.norm_sqr()).sum::<f64>()).sqrt();
+        let err = (f_value - inner).abs() / norms;
+        assert!(err <= tol.identity_rel, "n={n}: f(x) = {f_value} but Re⟨Mᴴy, x⟩ = {inner} (rel {err:e})");
+
+        let adjoint = layer.to_matrix().adjoint();
+        let y = complex(&round_to_backend::<B>(&ys[0], device), &round_to_backend::<B>(&ys[1], device));
+        let expected: Vec<Complex64> = y.chunks(n).flat_map(|row| adjoint.mul_vec(row)).collect();
+        let err = rel_rms(&gc, &expected);
+        assert!(err <= tol.identity_rel, "n={n}: gradient vs Mᴴy in f64: rel RMS {err:e}");
+    }
+}
+per_backend!(check_adjoint_identity);
+
+/// The unitary exact FFT followed by the unitary exact inverse FFT is the identity.
+fn check_round_trip<B: Backend>(device: &B::Device, tol: Tol) {
+    for n in sizes_up_to(4096) {
+        let fft = ButterflyConfig::new(n).init::<B>(device).unwrap();
+        let ifft = ButterflyConfig::new(n)
+            .with_init(ButterflyInit::Fft { inverse: true, norm: FftNorm::Ortho })
+            .init::<B>(device)
+            .unwrap();
+        let batch = 2;
+        let xr = round_to_backend::<B>(&normals(23 * n as u64, batch * n), device);
+        let xi = round_to_backend::<B>(&normals(29 * n as u64, batch * n), device);
+        let (fr, fi) = fft.forward(tensor2::<B>(&xr, batch, n, device), tensor2::<B>(&xi, batch, n, device)).unwrap();
+        let (br, bi) = ifft.forward(fr, fi).unwrap();
+        let err = rel_rms(&complex(&host(br), &host(bi)), &complex(&xr, &xi));
+        assert!(err <= tol.identity_rel, "n={n}: round trip rel RMS {err:e} > {:e}", tol.identity_rel);
+    }
+}
+per_backend!(check_round_trip);

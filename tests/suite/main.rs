@@ -1,0 +1,16 @@
+//! learned-fft's test suite: one binary, one module per concern.
+//!
+//! - `truth`: the f64 references (rustfft, target matrices, the butterfly definition) against
+//!   closed forms and naive sums.
+//! - `exact_fft`: the exact-init butterfly against rustfft on every backend.
+//! - `gradients`: finite differences, the adjoint identity, the fft→ifft round trip.
+//! - `errors`: bad input gives a clear error.
+//!
+//! wgpu tests skip when no adapter is found, unless `LEARNED_FFT_REQUIRE_WGPU=1`, which makes
+//! them fail instead (CI sets it).
+
+mod common;
+mod errors;
+mod exact_fft;
+mod gradients;
+mod truth;

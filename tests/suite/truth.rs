@@ -1,0 +1,157 @@
+//! The f64 references against closed forms and naive sums.
+
+use std::f64::consts::PI;
+
+use learned_fft::reference::{butterfly, dft, ComplexMatrix, FftNorm, Target};
+use learned_fft::{ButterflyInit, Permutation};
+use num_complex::Complex64;
+
+use crate::common::*;
+
+/// Largest entry-wise error allowed for an f64 reference against its closed form: entries have
+/// modulus ≤ 1 and pass through O(log2 N) ≤ 12 roundings of ε = 1.1e-16 in the fast algorithms,
+/// and the closed forms reduce j·k mod N exactly before taking cos/sin.
+const TRUTH_ABS: f64 = 1e-14;
+
+fn cis(turns_num: usize, turns_den: usize, sign: f64) -> Complex64 {
+    Complex64::from_polar(1.0, sign * 2.0 * PI * (turns_num % turns_den) as f64 / turns_den as f64)
+}
+
+fn closed_form(target: &Target, n: usize) -> ComplexMatrix {
+    let nf = n as f64;
+    let r = |v: f64| Complex64::new(v, 0.0);
+    ComplexMatrix::from_fn(n, |k, j| match target {
+        Target::Dft => cis(j * k, n, -1.0) / nf.sqrt(),
+        Target::Idft => cis(j * k, n, 1.0) / nf.sqrt(),
+        Target::Dct2 => {
+            let s = if k == 0 { (1.0 / nf).sqrt() } else { (2.0 / nf).sqrt() };
+            r(s * (PI * ((2 * j + 1) * k) as f64 / (2.0 * nf)).cos())
+        }
+        Target::Dst2 => {
+            let s = if k == n - 1 { (1.0 / nf).sqrt() } else { (2.0 / nf).sqrt() };
+            r(s * (PI * ((2 * j + 1) * (k + 1)) as f64 / (2.0 * nf)).sin())
+        }
+        Target::Hadamard => r(if (j & k).count_ones() % 2 == 0 { 1.0 } else { -1.0 } / nf.sqrt()),
+        Target::Hartley => {
+            let theta = 2.0 * PI * ((j * k) % n) as f64 / nf;
+            r((theta.cos() + theta.sin()) / nf.sqrt())
+        }
+        Target::Circulant { kernel } => r(kernel[(k + n - j) % n]),
+    })
+}
+
+#[test]
+fn targets_match_closed_forms() {
+    for n in sizes_up_to(256) {
+        let kernel = normals(n as u64, n);
+        for target in [
+            Target::Dft,
+            Target::Idft,
+            Target::Dct2,
+            Target::Dst2,
+            Target::Hadamard,
+            Target::Hartley,
+            Target::Circulant { kernel },
+        ] {
+            let built = target.matrix(n).unwrap();
+            let err = built.max_abs_diff(&closed_form(&target, n));
+            assert!(err <= TRUTH_ABS, "{} n={n}: max |built − closed form| = {err:e}", target.name());
+        }
+    }
+}
+
+#[test]
+fn unitary_targets_are_unitary() {
+    for n in [2, 8, 64] {
+        for target in [Target::Dft, Target::Idft, Target::Dct2, Target::Dst2, Target::Hadamard, Target::Hartley] {
+            let m = target.matrix(n).unwrap();
+            let err = m.matmul(&m.adjoint()).max_abs_diff(&ComplexMatrix::identity(n));
+            assert!(err <= TRUTH_ABS, "{} n={n}: |M Mᴴ − I| = {err:e}", target.name());
+        }
+    }
+}
+
+#[test]
+fn circulant_is_the_naive_circular_convolution() {
+    for n in [4, 32, 128] {
+        let h = normals(1, n);
+        let x = complex(&normals(2, n), &normals(3, n));
+        let naive: Vec<Complex64> =
+            (0..n).map(|k| (0..n).map(|j| x[j] * h[(k + n - j) % n]).sum()).collect();
+        let via_matrix = Target::Circulant { kernel: h }.matrix(n).unwrap().mul_vec(&x);
+        let err = rel_rms(&via_matrix, &naive);
+        assert!(err <= TRUTH_ABS, "n={n}: circulant rel err {err:e}");
+    }
+}
+
+#[test]
+fn dft_norms_follow_numpy() {
+    let n = 16;
+    let x = complex(&normals(4, n), &normals(5, n));
+    let naive = |sign: f64| -> Vec<Complex64> {
+        (0..n).map(|k| (0..n).map(|j| x[j] * cis(j * k, n, sign)).sum()).collect()
+    };
+    for norm in [FftNorm::Backward, FftNorm::Ortho, FftNorm::Forward] {
+        for (inverse, sign) in [(false, -1.0), (true, 1.0)] {
+            let expected: Vec<Complex64> = naive(sign).into_iter().map(|z| z * norm.scale(n, inverse)).collect();
+            let got = if inverse { dft::idft(&x, norm) } else { dft::dft(&x, norm) };
+            assert!(rel_rms(&got, &expected) <= TRUTH_ABS, "{norm:?} inverse={inverse}");
+        }
+        let back = dft::idft(&dft::dft(&x, norm), norm);
+        assert!(rel_rms(&back, &x) <= TRUTH_ABS, "{norm:?} round trip");
+        let stages = norm.stage_scale(false).powi(4);
+        assert!((stages / norm.scale(n, false) - 1.0).abs() <= TRUTH_ABS, "{norm:?}: stage scale⁴ = {stages}");
+    }
+}
+
+#[test]
+fn exact_butterfly_definition_is_the_dft() {
+    for n in sizes_up_to(1024) {
+        for (inverse, target) in [(false, Target::Dft), (true, Target::Idft)] {
+            let (re, im) = ButterflyInit::Fft { inverse, norm: FftNorm::Ortho }.twiddles(n);
+            let m = butterfly::matrix(&re, &im, n, Permutation::BitReversal);
+            let err = m.max_abs_diff(&target.matrix(n).unwrap());
+            assert!(err <= TRUTH_ABS, "n={n} inverse={inverse}: {err:e}");
+        }
+    }
+}
+
+#[test]
+fn random_unitary_init_is_unitary_and_identity_is_the_permutation() {
+    for n in [2, 16, 128] {
+        let (re, im) = ButterflyInit::RandomUnitary { seed: 7 }.twiddles(n);
+        let m = butterfly::matrix(&re, &im, n, Permutation::BitReversal);
+        let err = m.matmul(&m.adjoint()).max_abs_diff(&ComplexMatrix::identity(n));
+        assert!(err <= TRUTH_ABS, "n={n}: random unitary |M Mᴴ − I| = {err:e}");
+        // Different seeds give different layers; the same seed the same one.
+        assert_ne!(ButterflyInit::RandomUnitary { seed: 8 }.twiddles(n).0, re);
+        assert_eq!(ButterflyInit::RandomUnitary { seed: 7 }.twiddles(n).0, re);
+
+        let (re, im) = ButterflyInit::Identity.twiddles(n);
+        let p = butterfly::matrix(&re, &im, n, Permutation::BitReversal);
+        let perm = Permutation::BitReversal.indices(n);
+        let expected = ComplexMatrix::from_fn(n, |r, c| Complex64::new((perm[r] == c) as u8 as f64, 0.0));
+        assert_eq!(p, expected, "n={n}: identity init is the bit reversal");
+    }
+}
+
+#[test]
+fn randn_init_has_the_documented_scale() {
+    let n = 1024;
+    let scale = 0.5;
+    let (re, im) = ButterflyInit::Randn { seed: 3, scale }.twiddles(n);
+    let mean_sq = re.iter().zip(&im).map(|(a, b)| a * a + b * b).sum::<f64>() / re.len() as f64;
+    // 20 480 samples of |t|² (exponential, mean scale²): the standard error is 0.7 % of the mean.
+    assert!((mean_sq / (scale * scale) - 1.0).abs() < 0.05, "E|t|² = {mean_sq}, expected {}", scale * scale);
+}
+
+#[test]
+fn bit_reversal_is_an_involution() {
+    for n in sizes_up_to(4096) {
+        let p = Permutation::BitReversal.indices(n);
+        assert!(p.iter().enumerate().all(|(i, &j)| p[j] == i), "n={n}");
+        if n >= 4 {
+            assert_eq!(p[1], n / 2, "n={n}: bit reversal of 1");
+        }
+    }
+}
