@@ -48,6 +48,9 @@ pub struct ExactRow {
     /// Relative RMS error of the exact (unnormalised) butterfly against rustfft in f64 on
     /// `probes` random complex vectors.
     pub rel_err_vs_rustfft: f64,
+    /// For comparison, rustfft's own error in f32 on the same inputs (relative RMS against f64);
+    /// `None` when the backend runs in f64.
+    pub rustfft_f32_rel_err: Option<f64>,
 }
 
 /// Accuracy of the exact unitary DFT butterfly of size `n` on backend `B`.
@@ -71,9 +74,19 @@ pub fn exact_row<B: Backend>(n: usize, device: &B::Device) -> Result<ExactRow> {
     let host = |t: &burn::tensor::Tensor<B, 2>| to_f64_vec(t.clone());
     let mut truth: Vec<Complex64> = host(&xr).into_iter().zip(host(&xi)).map(|(r, i)| Complex64::new(r, i)).collect();
     crate::reference::dft::fft_in_place(&mut truth, n, false, crate::reference::FftNorm::Ortho);
-    let (yr, yi) = layer.forward(xr, xi)?;
+    let (yr, yi) = layer.forward(xr.clone(), xi.clone())?;
     let (num, den) = host(&yr).into_iter().zip(host(&yi)).zip(&truth).fold((0.0, 0.0), |(num, den), ((r, i), t)| {
         (num + (Complex64::new(r, i) - t).norm_sqr(), den + t.norm_sqr())
     });
-    Ok(ExactRow { n, twiddle_rmse, floor, rel_err_vs_rustfft: (num / den).sqrt() })
+    let rustfft_f32_rel_err = (std::mem::size_of::<B::FloatElem>() == 4).then(|| {
+        let x: Vec<Complex64> = host(&xr).into_iter().zip(host(&xi)).map(|(r, i)| Complex64::new(r, i)).collect();
+        let mut x32: Vec<num_complex::Complex32> = x.iter().map(|z| num_complex::Complex32::new(z.re as f32, z.im as f32)).collect();
+        rustfft::FftPlanner::<f32>::new().plan_fft_forward(n).process(&mut x32);
+        let scale = 1.0 / (n as f64).sqrt();
+        let (num, den) = x32.iter().zip(&truth).fold((0.0, 0.0), |(num, den), (z, t)| {
+            (num + (Complex64::new(z.re as f64, z.im as f64) * scale - t).norm_sqr(), den + t.norm_sqr())
+        });
+        (num / den).sqrt()
+    });
+    Ok(ExactRow { n, twiddle_rmse, floor, rel_err_vs_rustfft: (num / den).sqrt(), rustfft_f32_rel_err })
 }

@@ -25,33 +25,39 @@ fn check_exact_vs_rustfft<B: Backend>(device: &B::Device, _tol: Tol) {
         let x_im = round_to_backend::<B>(&normals(!(n as u64), BATCH * n), device);
         let x = complex(&x_re, &x_im);
         for inverse in [false, true] {
-            // rustfft's convention: unscaled in both directions (numpy's Backward, then ×N for the inverse).
-            let layer = ButterflyConfig::new(n)
-                .with_init(ButterflyInit::Fft { inverse, norm: FftNorm::Backward })
-                .init::<B>(device)
-                .unwrap();
-            let (yr, yi) = layer
-                .forward(tensor2::<B>(&x_re, BATCH, n, device), tensor2::<B>(&x_im, BATCH, n, device))
-                .unwrap();
-            let mut ours = complex(&host(yr), &host(yi));
-            if inverse {
-                ours.iter_mut().for_each(|z| *z *= n as f64);
-            }
-            let mut truth = x.clone();
-            dft::fft_in_place(&mut truth, n, inverse, FftNorm::Backward);
-            if inverse {
-                truth.iter_mut().for_each(|z| *z *= n as f64);
-            }
-            let err = rel_rms(&ours, &truth);
-            if is_f64::<B>() {
-                assert!(err <= F64_EXACT_REL_RMS, "n={n} inverse={inverse}: rel RMS {err:e} > {F64_EXACT_REL_RMS:e}");
-            } else {
-                let rustfft: Vec<Complex64> = x.chunks(n).flat_map(|row| rustfft_f32(row, n, inverse)).collect();
-                let err_rustfft = rel_rms(&rustfft, &truth);
-                assert!(
-                    err <= F32_EXACT_VS_RUSTFFT * err_rustfft,
-                    "n={n} inverse={inverse}: rel RMS {err:e} > {F32_EXACT_VS_RUSTFFT} × rustfft-f32's {err_rustfft:e}"
-                );
+            // rustfft is unscaled in both directions: compare our unscaled (Backward) forward and
+            // our Forward-norm inverse, and the unitary (Ortho) pair against rustfft scaled by 1/√N.
+            for (norm, scale) in [
+                (if inverse { FftNorm::Forward } else { FftNorm::Backward }, 1.0),
+                (FftNorm::Ortho, 1.0 / (n as f64).sqrt()),
+            ] {
+                let layer = ButterflyConfig::new(n)
+                    .with_init(ButterflyInit::Fft { inverse, norm })
+                    .init::<B>(device)
+                    .unwrap();
+                let (yr, yi) = layer
+                    .forward(tensor2::<B>(&x_re, BATCH, n, device), tensor2::<B>(&x_im, BATCH, n, device))
+                    .unwrap();
+                let ours = complex(&host(yr), &host(yi));
+                let mut truth = x.clone();
+                dft::fft_in_place(&mut truth, n, inverse, FftNorm::Backward);
+                if inverse {
+                    truth.iter_mut().for_each(|z| *z *= n as f64);
+                }
+                truth.iter_mut().for_each(|z| *z *= scale);
+                let err = rel_rms(&ours, &truth);
+                let what = format!("n={n} inverse={inverse} {norm:?}");
+                if is_f64::<B>() {
+                    assert!(err <= F64_EXACT_REL_RMS, "{what}: rel RMS {err:e} > {F64_EXACT_REL_RMS:e}");
+                } else {
+                    let rustfft: Vec<Complex64> =
+                        x.chunks(n).flat_map(|row| rustfft_f32(row, n, inverse)).map(|z| z * scale).collect();
+                    let err_rustfft = rel_rms(&rustfft, &truth);
+                    assert!(
+                        err <= F32_EXACT_VS_RUSTFFT * err_rustfft,
+                        "{what}: rel RMS {err:e} > {F32_EXACT_VS_RUSTFFT} × rustfft-f32's {err_rustfft:e}"
+                    );
+                }
             }
         }
     }
