@@ -12,8 +12,7 @@
 //! ```
 
 use clap::Parser;
-use learned_fft::backend::{dispatch, BackendKind, BackendTask, Precision, Selected};
-use learned_fft::burn::tensor::backend::AutodiffBackend;
+use learned_fft::backend::{dispatch, BackendKind, BackendTask, FftBackend, Precision, Selected};
 use learned_fft::metrics::{exact_row, ExactRow};
 
 #[derive(Parser)]
@@ -35,7 +34,7 @@ struct Table {
 
 impl BackendTask for Table {
     type Output = Vec<ExactRow>;
-    fn run<B: AutodiffBackend>(self, device: B::Device, selected: &Selected) -> learned_fft::Result<Vec<ExactRow>> {
+    fn run<B: FftBackend>(self, device: B::Device, selected: &Selected) -> learned_fft::Result<Vec<ExactRow>> {
         println!("backend: {selected}");
         println!(
             "{:>6}  {:>12}  {:>12}  {:>14}  {:>14}",

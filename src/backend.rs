@@ -21,6 +21,7 @@ use burn::tensor::backend::AutodiffBackend;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
+use crate::ops::ButterflyOps;
 
 /// The environment variable read when no `--backend` flag is given.
 pub const BACKEND_ENV: &str = "LEARNED_FFT_BACKEND";
@@ -227,13 +228,24 @@ pub fn select(kind: BackendKind, precision: Precision) -> Result<Selected> {
     Ok(Selected { kind, precision, device })
 }
 
+/// A backend learned-fft runs on: autodiff, with the butterfly op on it and on its inner
+/// backend. Every backend [`dispatch`] picks satisfies it.
+pub trait FftBackend: AutodiffBackend<InnerBackend: ButterflyOps> + ButterflyOps {}
+
+impl<B> FftBackend for B
+where
+    B: AutodiffBackend + ButterflyOps,
+    B::InnerBackend: ButterflyOps,
+{
+}
+
 /// Work written once for every backend: [`dispatch`] calls `run` with the concrete autodiff
 /// backend type that was chosen.
 pub trait BackendTask {
     /// What the task returns.
     type Output;
     /// Runs the task on backend `B` (already wrapped in `Autodiff`) and its device.
-    fn run<B: AutodiffBackend>(self, device: B::Device, selected: &Selected) -> Result<Self::Output>;
+    fn run<B: FftBackend>(self, device: B::Device, selected: &Selected) -> Result<Self::Output>;
 }
 
 /// Resolves the backend and precision, then runs `task` on it.

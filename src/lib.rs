@@ -7,6 +7,8 @@
 //! - [`reference`]: f64 truth on the CPU (rustfft, rustdct, dense target matrices).
 //! - [`metrics`]: the rmse metric of Dao et al. (2019) and its floor.
 //! - [`backend`]: backend choice (wgpu, candle, ndarray, cuda) and one generic code path.
+//! - [`ops`]: the backend-extension trait [`ButterflyOps`]; [`kernels`] the fused CubeCL
+//!   kernels behind it on wgpu and CUDA, [`backends`] the per-backend implementations.
 //!
 //! ## Complex numbers
 //! Complex tensors are `(re, im)` pairs of real tensors of the same shape.
@@ -29,13 +31,18 @@
 //! ```
 
 pub mod backend;
+pub mod backends;
+pub mod bench;
 pub mod butterfly;
 pub mod error;
+pub mod kernels;
 pub mod metrics;
+pub mod ops;
 pub mod reference;
 pub mod tensors;
 
-pub use backend::{dispatch, BackendKind, BackendTask, Precision, Selected};
+pub use backend::{dispatch, BackendKind, BackendTask, FftBackend, Precision, Selected};
+pub use ops::ButterflyOps;
 pub use butterfly::{Butterfly, ButterflyConfig, ButterflyInit, Permutation};
 pub use error::{Error, Result};
 pub use reference::{ComplexMatrix, FftNorm, Target};

@@ -2,8 +2,8 @@
 //! results; human-readable output goes to stderr.
 
 use clap::{Parser, Subcommand};
-use learned_fft::backend::{dispatch, select, BackendKind, BackendTask, Precision, Selected};
-use learned_fft::burn::tensor::backend::AutodiffBackend;
+use learned_fft::backend::{dispatch, select, BackendKind, BackendTask, FftBackend, Precision, Selected};
+use learned_fft::bench::ButterflyBench;
 use learned_fft::metrics::exact_row;
 use serde_json::json;
 
@@ -24,11 +24,33 @@ struct Cli {
 enum Command {
     /// Print the backend and device that would be used.
     Backend,
+    /// Benchmarks; each prints one JSON object.
+    #[command(subcommand)]
+    Bench(BenchCommand),
     /// Accuracy of the exact FFT butterfly at size N: twiddle rmse, floor, error vs rustfft.
     Exact {
         /// Transform size (a power of two >= 2).
         #[arg(long, default_value_t = 1024)]
         n: usize,
+    },
+}
+
+#[derive(Subcommand)]
+enum BenchCommand {
+    /// The butterfly op: forward, and forward + backward, on random complex input.
+    Butterfly {
+        /// Transform size (a power of two >= 2).
+        #[arg(long, default_value_t = 1024)]
+        n: usize,
+        /// Batch rows.
+        #[arg(long, default_value_t = 16384)]
+        batch: usize,
+        /// Untimed warm-up calls.
+        #[arg(long, default_value_t = 5)]
+        warmup: usize,
+        /// Timed calls (the median is reported).
+        #[arg(long, default_value_t = 20)]
+        iters: usize,
     },
 }
 
@@ -38,7 +60,7 @@ struct Exact {
 
 impl BackendTask for Exact {
     type Output = serde_json::Value;
-    fn run<B: AutodiffBackend>(self, device: B::Device, selected: &Selected) -> learned_fft::Result<Self::Output> {
+    fn run<B: FftBackend>(self, device: B::Device, selected: &Selected) -> learned_fft::Result<Self::Output> {
         eprintln!("backend: {selected}");
         let row = exact_row::<B::InnerBackend>(self.n, &device)?;
         Ok(json!({ "backend": selected, "result": row }))
@@ -53,6 +75,20 @@ fn run(cli: Cli) -> learned_fft::Result<serde_json::Value> {
             Ok(json!({ "backend": selected }))
         }
         Command::Exact { n } => dispatch(cli.backend, cli.precision, Exact { n }),
+        Command::Bench(BenchCommand::Butterfly { n, batch, warmup, iters }) => {
+            let result = dispatch(cli.backend, cli.precision, ButterflyBench { n, batch, warmup, iters })?;
+            eprintln!(
+                "butterfly n={} batch={} on {} ({}): forward {:.3} ms ({:.1} GB/s), fwd+bwd {:.3} ms",
+                result.n,
+                result.batch,
+                result.backend,
+                if result.fused { "fused" } else { "reference" },
+                result.forward_ms,
+                result.forward_gbps,
+                result.fwd_bwd_ms
+            );
+            Ok(serde_json::to_value(result).expect("bench results serialise"))
+        }
     }
 }
 

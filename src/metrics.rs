@@ -9,14 +9,14 @@
 //! evaluated in the same dtype on the same backend: what rounding alone costs, and the bar a
 //! trained layer is measured against.
 
-use burn::tensor::backend::Backend;
 
 use crate::butterfly::{exact_fft, Butterfly};
 use crate::error::{Error, Result};
+use crate::ops::ButterflyOps;
 use crate::reference::{ComplexMatrix, Target};
 
 /// rmse of a layer against a target matrix (see the module docs).
-pub fn rmse<B: Backend>(layer: &Butterfly<B>, target: &ComplexMatrix) -> Result<f64> {
+pub fn rmse<B: ButterflyOps>(layer: &Butterfly<B>, target: &ComplexMatrix) -> Result<f64> {
     if target.n() != layer.n() {
         return Err(Error::invalid("rmse", format!("a target of size {}", layer.n()), target.n()));
     }
@@ -25,7 +25,7 @@ pub fn rmse<B: Backend>(layer: &Butterfly<B>, target: &ComplexMatrix) -> Result<
 
 /// The floor for `target` at size `n` on backend `B`: the rmse of the exact-twiddle butterfly.
 /// `None` for targets with no exact butterfly here (all but the DFT and its inverse).
-pub fn floor<B: Backend>(n: usize, target: &Target, device: &B::Device) -> Result<Option<f64>> {
+pub fn floor<B: ButterflyOps>(n: usize, target: &Target, device: &B::Device) -> Result<Option<f64>> {
     let inverse = match target {
         Target::Dft => false,
         Target::Idft => true,
@@ -54,7 +54,7 @@ pub struct ExactRow {
 }
 
 /// Accuracy of the exact unitary DFT butterfly of size `n` on backend `B`.
-pub fn exact_row<B: Backend>(n: usize, device: &B::Device) -> Result<ExactRow> {
+pub fn exact_row<B: ButterflyOps>(n: usize, device: &B::Device) -> Result<ExactRow> {
     use crate::tensors::{float_tensor, to_f64_vec};
     use num_complex::Complex64;
     use rand::SeedableRng;

@@ -15,6 +15,7 @@ use burn::module::{Module, Param};
 use burn::tensor::{backend::Backend, Tensor};
 
 use crate::error::{check_power_of_two, Error, Result};
+use crate::ops::ButterflyOps;
 use crate::reference::{self as truth, ComplexMatrix, FftNorm};
 use crate::tensors::{eye, float_tensor, to_f64_vec};
 
@@ -95,15 +96,33 @@ impl<B: Backend> Butterfly<B> {
         self.permutation
     }
 
-    /// Applies the butterfly to complex vectors along the last dimension.
-    ///
-    /// # Shapes
-    /// - `re`, `im`: `[..., N]`, the same shape
-    /// - returns `(re, im)`, each `[..., N]`
-    ///
-    /// # Errors
-    /// [`Error::InvalidInput`] when the shapes differ or the last dimension is not N.
-    pub fn forward<const D: usize>(&self, re: Tensor<B, D>, im: Tensor<B, D>) -> Result<(Tensor<B, D>, Tensor<B, D>)> {
+    /// The twiddles as f64 `(re, im)`, each `[log2 N, N/2, 2, 2]` row-major.
+    pub fn twiddles_f64(&self) -> (Vec<f64>, Vec<f64>) {
+        (to_f64_vec(self.twiddle_re.val()), to_f64_vec(self.twiddle_im.val()))
+    }
+
+    /// The dense N×N matrix the layer represents, computed in f64 on the CPU from its twiddles.
+    pub fn to_matrix(&self) -> ComplexMatrix {
+        let (re, im) = self.twiddles_f64();
+        truth::butterfly::matrix(&re, &im, self.n, self.permutation)
+    }
+
+    /// [`forward`](Self::forward) through the tensor-op reference on any backend, whatever
+    /// kernels the backend has; the gradient comes from Burn's autodiff. Same shapes and errors.
+    pub fn forward_reference<const D: usize>(
+        &self,
+        re: Tensor<B, D>,
+        im: Tensor<B, D>,
+    ) -> Result<(Tensor<B, D>, Tensor<B, D>)> {
+        self.apply(re, im, butterfly_forward_reference)
+    }
+
+    fn apply<const D: usize>(
+        &self,
+        re: Tensor<B, D>,
+        im: Tensor<B, D>,
+        op: impl FnOnce(Tensor<B, 2>, Tensor<B, 2>, Tensor<B, 4>, Tensor<B, 4>, Permutation) -> (Tensor<B, 2>, Tensor<B, 2>),
+    ) -> Result<(Tensor<B, D>, Tensor<B, D>)> {
         let dims = re.dims();
         if dims != im.dims() {
             return Err(Error::invalid(
@@ -121,7 +140,7 @@ impl<B: Backend> Butterfly<B> {
             ));
         }
         let batch = dims[..D - 1].iter().product::<usize>();
-        let (yr, yi) = butterfly_forward_reference(
+        let (yr, yi) = op(
             re.reshape([batch, self.n]),
             im.reshape([batch, self.n]),
             self.twiddle_re.val(),
@@ -129,6 +148,23 @@ impl<B: Backend> Butterfly<B> {
             self.permutation,
         );
         Ok((yr.reshape(dims), yi.reshape(dims)))
+    }
+}
+
+impl<B: ButterflyOps> Butterfly<B> {
+    /// Applies the butterfly to complex vectors along the last dimension.
+    ///
+    /// On wgpu and CUDA this runs the fused kernels (forward and backward), elsewhere the
+    /// tensor-op reference; see [`ButterflyOps`].
+    ///
+    /// # Shapes
+    /// - `re`, `im`: `[..., N]`, the same shape
+    /// - returns `(re, im)`, each `[..., N]`
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] when the shapes differ or the last dimension is not N.
+    pub fn forward<const D: usize>(&self, re: Tensor<B, D>, im: Tensor<B, D>) -> Result<(Tensor<B, D>, Tensor<B, D>)> {
+        self.apply(re, im, B::butterfly)
     }
 
     /// Applies the butterfly to real vectors (imaginary part zero).
@@ -139,17 +175,6 @@ impl<B: Backend> Butterfly<B> {
     pub fn forward_real<const D: usize>(&self, x: Tensor<B, D>) -> Result<(Tensor<B, D>, Tensor<B, D>)> {
         let im = x.zeros_like();
         self.forward(x, im)
-    }
-
-    /// The twiddles as f64 `(re, im)`, each `[log2 N, N/2, 2, 2]` row-major.
-    pub fn twiddles_f64(&self) -> (Vec<f64>, Vec<f64>) {
-        (to_f64_vec(self.twiddle_re.val()), to_f64_vec(self.twiddle_im.val()))
-    }
-
-    /// The dense N×N matrix the layer represents, computed in f64 on the CPU from its twiddles.
-    pub fn to_matrix(&self) -> ComplexMatrix {
-        let (re, im) = self.twiddles_f64();
-        truth::butterfly::matrix(&re, &im, self.n, self.permutation)
     }
 
     /// The dense N×N matrix as the layer computes it: its forward applied to the identity on
@@ -167,7 +192,7 @@ impl<B: Backend> Butterfly<B> {
 }
 
 /// The exact unitary FFT butterfly of size n (shorthand for the default config).
-pub fn exact_fft<B: Backend>(n: usize, inverse: bool, device: &B::Device) -> Result<Butterfly<B>> {
+pub fn exact_fft<B: ButterflyOps>(n: usize, inverse: bool, device: &B::Device) -> Result<Butterfly<B>> {
     ButterflyConfig::new(n)
         .with_init(ButterflyInit::Fft { inverse, norm: FftNorm::Ortho })
         .init(device)

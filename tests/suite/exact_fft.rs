@@ -1,8 +1,7 @@
 //! The exact-init butterfly against rustfft on every backend, N = 2 … 4096.
 
-use burn::tensor::backend::Backend;
 use learned_fft::reference::{dft, FftNorm};
-use learned_fft::{ButterflyConfig, ButterflyInit};
+use learned_fft::{ButterflyConfig, ButterflyInit, ButterflyOps};
 use num_complex::{Complex32, Complex64};
 use rustfft::FftPlanner;
 
@@ -19,7 +18,7 @@ fn rustfft_f32(x: &[Complex64], n: usize, inverse: bool) -> Vec<Complex64> {
     buf.iter().map(|z| Complex64::new(z.re as f64, z.im as f64)).collect()
 }
 
-fn check_exact_vs_rustfft<B: Backend>(device: &B::Device, _tol: Tol) {
+fn check_exact_vs_rustfft<B: ButterflyOps>(device: &B::Device, _tol: Tol) {
     for n in sizes_up_to(4096) {
         let x_re = round_to_backend::<B>(&normals(n as u64, BATCH * n), device);
         let x_im = round_to_backend::<B>(&normals(!(n as u64), BATCH * n), device);

@@ -5,7 +5,7 @@ use burn::backend::Autodiff;
 use burn::tensor::{backend::Backend, Tensor};
 use learned_fft::butterfly::butterfly_forward_reference;
 use learned_fft::reference::FftNorm;
-use learned_fft::{ButterflyConfig, ButterflyInit, Permutation};
+use learned_fft::{ButterflyConfig, ButterflyInit, ButterflyOps, Permutation};
 use num_complex::Complex64;
 
 use crate::common::*;
@@ -124,7 +124,10 @@ per_backend!(check_finite_differences);
 
 /// For the linear map M of the layer, the gradient of f(x) = Re⟨y, Mx⟩ with respect to x is
 /// Mᴴy: it must satisfy f(x) = Re⟨Mᴴy, x⟩ and equal Mᴴy computed in f64 from the twiddles.
-fn check_adjoint_identity<B: Backend>(device: &B::Device, tol: Tol) {
+fn check_adjoint_identity<B: ButterflyOps>(device: &B::Device, tol: Tol)
+where
+    Autodiff<B>: ButterflyOps<Device = B::Device>,
+{
     type A<B> = Autodiff<B>;
     for n in sizes_up_to(1024) {
         let layer = ButterflyConfig::new(n)
@@ -159,7 +162,7 @@ fn check_adjoint_identity<B: Backend>(device: &B::Device, tol: Tol) {
 per_backend!(check_adjoint_identity);
 
 /// The unitary exact FFT followed by the unitary exact inverse FFT is the identity.
-fn check_round_trip<B: Backend>(device: &B::Device, tol: Tol) {
+fn check_round_trip<B: ButterflyOps>(device: &B::Device, tol: Tol) {
     for n in sizes_up_to(4096) {
         let fft = ButterflyConfig::new(n).init::<B>(device).unwrap();
         let ifft = ButterflyConfig::new(n)

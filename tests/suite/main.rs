@@ -4,6 +4,8 @@
 //!   closed forms and naive sums.
 //! - `exact_fft`: the exact-init butterfly against rustfft on every backend.
 //! - `gradients`: finite differences, the adjoint identity, the fft→ifft round trip.
+//! - `kernels`: the fused CubeCL kernels against the reference twin (output, both gradients,
+//!   determinism, an optimiser trajectory) on wgpu, and on CUDA with the `cuda` feature.
 //! - `errors`: bad input gives a clear error.
 //!
 //! wgpu tests skip when no adapter is found, unless `LEARNED_FFT_REQUIRE_WGPU=1`, which makes
@@ -13,4 +15,5 @@ mod common;
 mod errors;
 mod exact_fft;
 mod gradients;
+mod kernels;
 mod truth;

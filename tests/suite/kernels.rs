@@ -1,0 +1,172 @@
+//! The fused CubeCL butterfly kernels against the tensor-op reference on the same backend:
+//! output and both gradients, bitwise determinism, and an Adam trajectory.
+
+use burn::backend::Autodiff;
+use burn::module::Module;
+use burn::optim::{AdamConfig, GradientsParams, Optimizer};
+use burn::tensor::backend::Backend;
+use learned_fft::butterfly::butterfly_forward_reference;
+use learned_fft::reference::{dft, FftNorm};
+use learned_fft::{Butterfly, ButterflyConfig, ButterflyInit, ButterflyOps, Permutation};
+
+use crate::common::*;
+
+/// Fused kernel against reference in f32, relative RMS error per tensor (the acceptance bar):
+/// both evaluate the same products in f32, in different orders.
+const KERNEL_F32_REL: f64 = 1e-5;
+/// The Adam trajectories of the two paths may differ by this relative amount in the loss
+/// (the acceptance bar).
+const ADAM_LOSS_REL: f64 = 1e-4;
+
+fn rel(a: &[f64], b: &[f64]) -> f64 {
+    let num: f64 = a.iter().zip(b).map(|(x, y)| (x - y) * (x - y)).sum();
+    let den: f64 = b.iter().map(|y| y * y).sum();
+    (num / den.max(f64::MIN_POSITIVE)).sqrt()
+}
+
+/// Output and gradients `[y_re, y_im, x_re, x_im, tw_re, tw_im]` of the linear loss
+/// `Σ a_re·y_re + a_im·y_im` through the fused op or the reference.
+fn run<B: Backend>(n: usize, batch: usize, fused: bool, perm: Permutation, device: &B::Device) -> [Vec<f64>; 6]
+where
+    Autodiff<B>: ButterflyOps<Device = B::Device>,
+{
+    type A<B> = Autodiff<B>;
+    let seed = (n * 7919 + batch) as u64;
+    let (tw_re, tw_im) = ButterflyInit::Randn { seed, scale: std::f64::consts::FRAC_1_SQRT_2 }.twiddles(n);
+    let shape = [n.trailing_zeros() as usize, n / 2, 2, 2];
+    let tw = |v: Vec<f64>| learned_fft::tensors::float_tensor::<A<B>, 4>(v, shape, device).require_grad();
+    let (tw_re, tw_im) = (tw(tw_re), tw(tw_im));
+    let x = |s: u64| tensor2::<A<B>>(&normals(seed + s, batch * n), batch, n, device);
+    let (x_re, x_im) = (x(1).require_grad(), x(2).require_grad());
+    let (yr, yi) = if fused {
+        <A<B> as ButterflyOps>::butterfly(x_re.clone(), x_im.clone(), tw_re.clone(), tw_im.clone(), perm)
+    } else {
+        butterfly_forward_reference(x_re.clone(), x_im.clone(), tw_re.clone(), tw_im.clone(), perm)
+    };
+    let loss = (x(3) * yr.clone() + x(4) * yi.clone()).sum();
+    let grads = loss.backward();
+    [
+        host(yr),
+        host(yi),
+        host(x_re.grad(&grads).unwrap()),
+        host(x_im.grad(&grads).unwrap()),
+        host(tw_re.grad(&grads).unwrap()),
+        host(tw_im.grad(&grads).unwrap()),
+    ]
+}
+
+/// The shared kernel checker: fused = reference for every N and batch, both permutations.
+fn check_kernel_matches_reference<B: Backend>(device: &B::Device)
+where
+    Autodiff<B>: ButterflyOps<Device = B::Device>,
+{
+    for n in sizes_up_to(4096) {
+        assert!(<Autodiff<B> as ButterflyOps>::butterfly_is_fused(n, device), "n={n}: the fused path is not taken");
+        for batch in [1, 3, 257, 1000] {
+            for perm in [Permutation::BitReversal, Permutation::Identity] {
+                if perm == Permutation::Identity && batch != 3 {
+                    continue;
+                }
+                let fused = run::<B>(n, batch, true, perm, device);
+                let reference = run::<B>(n, batch, false, perm, device);
+                for (i, name) in ["y_re", "y_im", "grad x_re", "grad x_im", "grad tw_re", "grad tw_im"].iter().enumerate() {
+                    let err = rel(&fused[i], &reference[i]);
+                    assert!(
+                        err <= KERNEL_F32_REL,
+                        "n={n} batch={batch} {perm:?} {name}: fused vs reference rel RMS {err:e} > {KERNEL_F32_REL:e}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// Two runs of the fused backward give bitwise-identical gradients (no atomics).
+fn check_deterministic<B: Backend>(device: &B::Device)
+where
+    Autodiff<B>: ButterflyOps<Device = B::Device>,
+{
+    for (n, batch) in [(16, 5000), (1024, 1000)] {
+        let first = run::<B>(n, batch, true, Permutation::BitReversal, device);
+        let second = run::<B>(n, batch, true, Permutation::BitReversal, device);
+        for i in 2..6 {
+            let same = first[i].iter().zip(&second[i]).all(|(a, b)| a.to_bits() == b.to_bits());
+            assert!(same, "n={n} batch={batch}: gradient {i} differs between two runs");
+        }
+    }
+}
+
+/// 20 Adam steps fitting the DFT from random init: the kernel path's losses follow the
+/// reference path's.
+fn check_adam_trajectory<B: Backend>(device: &B::Device)
+where
+    Autodiff<B>: ButterflyOps<Device = B::Device>,
+{
+    type A<B> = Autodiff<B>;
+    let (n, batch) = (64, 128);
+    let xr = normals(101, batch * n);
+    let xi = normals(103, batch * n);
+    let mut target = complex(&xr, &xi);
+    dft::fft_in_place(&mut target, n, false, FftNorm::Ortho);
+    let (tr, ti): (Vec<f64>, Vec<f64>) = target.iter().map(|z| (z.re, z.im)).unzip();
+    let t = |v: &[f64]| tensor2::<A<B>>(v, batch, n, device);
+
+    let trajectory = |fused: bool| -> Vec<f64> {
+        let mut layer: Butterfly<A<B>> = ButterflyConfig::new(n)
+            .with_init(ButterflyInit::RandomUnitary { seed: 5 })
+            .init(device)
+            .unwrap();
+        let mut optim = AdamConfig::new().init::<A<B>, Butterfly<A<B>>>();
+        let mut losses = Vec::new();
+        for _ in 0..20 {
+            let (yr, yi) = if fused {
+                layer.forward(t(&xr), t(&xi)).unwrap()
+            } else {
+                layer.forward_reference(t(&xr), t(&xi)).unwrap()
+            };
+            let dr = yr - t(&tr);
+            let di = yi - t(&ti);
+            let loss = (dr.clone() * dr + di.clone() * di).mean();
+            losses.push(host(loss.clone())[0]);
+            let grads = GradientsParams::from_grads(loss.backward(), &layer);
+            layer = optim.step(1e-2, layer, grads);
+        }
+        let _ = layer.num_params();
+        losses
+    };
+    let (fused, reference) = (trajectory(true), trajectory(false));
+    assert!(fused[19] < 0.9 * fused[0], "the loss should fall: {fused:?}");
+    for (step, (a, b)) in fused.iter().zip(&reference).enumerate() {
+        let err = (a - b).abs() / b.abs();
+        assert!(err <= ADAM_LOSS_REL, "step {step}: fused loss {a} vs reference {b} (rel {err:e})");
+    }
+}
+
+macro_rules! on_cubecl {
+    ($check:ident) => {
+        mod $check {
+            use crate::common::*;
+            #[test]
+            fn wgpu_f32() {
+                if let Some(device) = wgpu_device() {
+                    super::$check::<WgpuBackend>(&device);
+                }
+            }
+            #[cfg(feature = "cuda")]
+            #[test]
+            fn cuda_f32() {
+                super::$check::<learned_fft::backend::CudaBackend<f32, i32>>(&Default::default());
+            }
+        }
+    };
+}
+on_cubecl!(check_kernel_matches_reference);
+on_cubecl!(check_deterministic);
+on_cubecl!(check_adam_trajectory);
+
+/// The reference backends never take a fused path.
+#[test]
+fn reference_backends_are_not_fused() {
+    assert!(!<NdArrayBackend<f32> as ButterflyOps>::butterfly_is_fused(64, &Default::default()));
+    assert!(!<Autodiff<CandleBackend<f32>> as ButterflyOps>::butterfly_is_fused(64, &Default::default()));
+}
