@@ -20,7 +20,7 @@ pub fn rmse<B: ButterflyOps>(layer: &Butterfly<B>, target: &ComplexMatrix) -> Re
     if target.n() != layer.n() {
         return Err(Error::invalid("rmse", format!("a target of size {}", layer.n()), target.n()));
     }
-    Ok(layer.matrix_on_backend().rmse(target))
+    layer.matrix_on_backend().rmse(target)
 }
 
 /// The floor for `target` at size `n` on backend `B`: the rmse of the exact-twiddle butterfly.
@@ -62,7 +62,7 @@ pub fn exact_row<B: ButterflyOps>(n: usize, device: &B::Device) -> Result<ExactR
 
     let target = Target::Dft.matrix(n)?;
     let layer = exact_fft::<B>(n, false, device)?;
-    let twiddle_rmse = layer.to_matrix().rmse(&target);
+    let twiddle_rmse = layer.to_matrix().rmse(&target)?;
     let floor = rmse(&layer, &target)?;
 
     let probes = 4;
@@ -73,7 +73,7 @@ pub fn exact_row<B: ButterflyOps>(n: usize, device: &B::Device) -> Result<ExactR
     // The truth is computed on the inputs as the backend holds them (rounded to its dtype).
     let host = |t: &burn::tensor::Tensor<B, 2>| to_f64_vec(t.clone());
     let mut truth: Vec<Complex64> = host(&xr).into_iter().zip(host(&xi)).map(|(r, i)| Complex64::new(r, i)).collect();
-    crate::reference::dft::fft_in_place(&mut truth, n, false, crate::reference::FftNorm::Ortho);
+    crate::reference::dft::fft_in_place(&mut truth, n, false, crate::reference::FftNorm::Ortho)?;
     let (yr, yi) = layer.forward(xr.clone(), xi.clone())?;
     let (num, den) = host(&yr).into_iter().zip(host(&yi)).zip(&truth).fold((0.0, 0.0), |(num, den), ((r, i), t)| {
         (num + (Complex64::new(r, i) - t).norm_sqr(), den + t.norm_sqr())

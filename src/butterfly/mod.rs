@@ -105,6 +105,7 @@ impl<B: Backend> Butterfly<B> {
     pub fn to_matrix(&self) -> ComplexMatrix {
         let (re, im) = self.twiddles_f64();
         truth::butterfly::matrix(&re, &im, self.n, self.permutation)
+            .expect("the layer's twiddles have the shape of its n by construction")
     }
 
     /// [`forward`](Self::forward) through the tensor-op reference on any backend, whatever

@@ -18,14 +18,29 @@ use num_complex::Complex64;
 
 use super::matrix::ComplexMatrix;
 use crate::butterfly::Permutation;
+use crate::error::{check_power_of_two, Error, Result};
 
 /// Applies the butterfly with twiddles `(tw_re, tw_im)` (each `[L, n/2, 2, 2]` row-major) after
-/// `perm` to `x` in place.
-pub fn apply(tw_re: &[f64], tw_im: &[f64], perm: Permutation, x: &mut [Complex64]) {
+/// `perm` to `x` in place. `x.len()` must be a power of two ≥ 2 and the twiddles of its size.
+pub fn apply(tw_re: &[f64], tw_im: &[f64], perm: Permutation, x: &mut [Complex64]) -> Result<()> {
+    let n = x.len();
+    let log_n = check_power_of_two("reference::butterfly::apply", n)?;
+    for len in [tw_re.len(), tw_im.len()] {
+        if len != log_n * n * 2 {
+            return Err(Error::invalid(
+                "reference::butterfly::apply",
+                format!("{} twiddle values for n = {n}", log_n * n * 2),
+                len,
+            ));
+        }
+    }
+    apply_unchecked(tw_re, tw_im, perm, x);
+    Ok(())
+}
+
+fn apply_unchecked(tw_re: &[f64], tw_im: &[f64], perm: Permutation, x: &mut [Complex64]) {
     let n = x.len();
     let log_n = n.trailing_zeros() as usize;
-    assert_eq!(tw_re.len(), log_n * n * 2, "reference::butterfly::apply: twiddle length");
-    assert_eq!(tw_im.len(), tw_re.len(), "reference::butterfly::apply: twiddle length");
     let permuted: Vec<Complex64> = perm.indices(n).into_iter().map(|i| x[i]).collect();
     x.copy_from_slice(&permuted);
     let t = |s: usize, k: usize, a: usize, b: usize| {
@@ -46,6 +61,8 @@ pub fn apply(tw_re: &[f64], tw_im: &[f64], perm: Permutation, x: &mut [Complex64
 }
 
 /// The dense N×N matrix of the butterfly with the given twiddles and permutation.
-pub fn matrix(tw_re: &[f64], tw_im: &[f64], n: usize, perm: Permutation) -> ComplexMatrix {
-    ComplexMatrix::from_linear_map(n, |col| apply(tw_re, tw_im, perm, col))
+pub fn matrix(tw_re: &[f64], tw_im: &[f64], n: usize, perm: Permutation) -> Result<ComplexMatrix> {
+    // Checks the sizes once; every column then has the same length.
+    apply(tw_re, tw_im, perm, &mut vec![Complex64::new(0.0, 0.0); n])?;
+    Ok(ComplexMatrix::from_linear_map(n, |col| apply_unchecked(tw_re, tw_im, perm, col)))
 }

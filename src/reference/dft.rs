@@ -7,6 +7,8 @@ use num_complex::Complex64;
 use rustfft::FftPlanner;
 use serde::{Deserialize, Serialize};
 
+use crate::error::{Error, Result};
+
 /// Normalisation of a DFT pair, named as numpy names them.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub enum FftNorm {
@@ -42,9 +44,17 @@ impl FftNorm {
 }
 
 /// Transforms every contiguous length-`n` chunk of `data` in place: forward DFT, or inverse when
-/// `inverse`, scaled by `norm`. `data.len()` must be a multiple of `n`.
-pub fn fft_in_place(data: &mut [Complex64], n: usize, inverse: bool, norm: FftNorm) {
-    assert!(n > 0 && data.len() % n == 0, "fft_in_place: length {} is not a multiple of {n}", data.len());
+/// `inverse`, scaled by `norm`. `data.len()` must be a non-zero multiple of `n` (any n ≥ 1).
+pub fn fft_in_place(data: &mut [Complex64], n: usize, inverse: bool, norm: FftNorm) -> Result<()> {
+    if n == 0 || data.is_empty() || data.len() % n != 0 {
+        return Err(Error::invalid("fft_in_place", format!("a non-zero multiple of n = {n} values"), data.len()));
+    }
+    fft_chunks(data, n, inverse, norm);
+    Ok(())
+}
+
+/// [`fft_in_place`] for callers that guarantee the lengths.
+pub(crate) fn fft_chunks(data: &mut [Complex64], n: usize, inverse: bool, norm: FftNorm) {
     let mut planner = FftPlanner::<f64>::new();
     let plan = if inverse {
         planner.plan_fft_inverse(n)
@@ -61,13 +71,17 @@ pub fn fft_in_place(data: &mut [Complex64], n: usize, inverse: bool, norm: FftNo
 /// The forward DFT of `x` with normalisation `norm`.
 pub fn dft(x: &[Complex64], norm: FftNorm) -> Vec<Complex64> {
     let mut y = x.to_vec();
-    fft_in_place(&mut y, x.len(), false, norm);
+    if !y.is_empty() {
+        fft_chunks(&mut y, x.len(), false, norm);
+    }
     y
 }
 
 /// The inverse DFT of `x` with normalisation `norm`.
 pub fn idft(x: &[Complex64], norm: FftNorm) -> Vec<Complex64> {
     let mut y = x.to_vec();
-    fft_in_place(&mut y, x.len(), true, norm);
+    if !y.is_empty() {
+        fft_chunks(&mut y, x.len(), true, norm);
+    }
     y
 }

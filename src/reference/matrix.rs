@@ -2,6 +2,8 @@
 
 use num_complex::Complex64;
 
+use crate::error::{Error, Result};
+
 /// Dense N×N complex matrix in f64, stored row-major: entry (r, c) is `data[r * n + c]`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ComplexMatrix {
@@ -63,20 +65,28 @@ impl ComplexMatrix {
         &self.data
     }
 
-    /// Matrix–vector product `self · x`.
-    pub fn mul_vec(&self, x: &[Complex64]) -> Vec<Complex64> {
-        assert_eq!(x.len(), self.n, "ComplexMatrix::mul_vec: length mismatch");
-        self.data
-            .chunks_exact(self.n)
-            .map(|row| row.iter().zip(x).map(|(a, b)| a * b).sum())
-            .collect()
+    fn check_size(&self, op: &'static str, len: usize) -> Result<()> {
+        if len != self.n {
+            return Err(Error::invalid(op, format!("size {}", self.n), len));
+        }
+        Ok(())
     }
 
-    /// Matrix product `self · other`.
-    pub fn matmul(&self, other: &ComplexMatrix) -> ComplexMatrix {
-        assert_eq!(self.n, other.n, "ComplexMatrix::matmul: size mismatch");
+    /// Matrix–vector product `self · x`; `x` must have length N.
+    pub fn mul_vec(&self, x: &[Complex64]) -> Result<Vec<Complex64>> {
+        self.check_size("ComplexMatrix::mul_vec", x.len())?;
+        Ok(self
+            .data
+            .chunks_exact(self.n)
+            .map(|row| row.iter().zip(x).map(|(a, b)| a * b).sum())
+            .collect())
+    }
+
+    /// Matrix product `self · other`; both N×N.
+    pub fn matmul(&self, other: &ComplexMatrix) -> Result<ComplexMatrix> {
+        self.check_size("ComplexMatrix::matmul", other.n)?;
         let n = self.n;
-        Self::from_fn(n, |r, c| (0..n).map(|k| self.get(r, k) * other.get(k, c)).sum())
+        Ok(Self::from_fn(n, |r, c| (0..n).map(|k| self.get(r, k) * other.get(k, c)).sum()))
     }
 
     /// Conjugate transpose.
@@ -95,23 +105,15 @@ impl ComplexMatrix {
     }
 
     /// The error metric of Dao et al. (2019): sqrt(mean over the N×N entries of |self − other|²).
-    pub fn rmse(&self, other: &ComplexMatrix) -> f64 {
-        assert_eq!(self.n, other.n, "ComplexMatrix::rmse: size mismatch");
-        let sum: f64 = self
-            .data
-            .iter()
-            .zip(&other.data)
-            .map(|(a, b)| (a - b).norm_sqr())
-            .sum();
-        (sum / self.data.len() as f64).sqrt()
+    pub fn rmse(&self, other: &ComplexMatrix) -> Result<f64> {
+        self.check_size("ComplexMatrix::rmse", other.n)?;
+        let sum: f64 = self.data.iter().zip(&other.data).map(|(a, b)| (a - b).norm_sqr()).sum();
+        Ok((sum / self.data.len() as f64).sqrt())
     }
 
     /// Largest entry-wise modulus of `self − other`.
-    pub fn max_abs_diff(&self, other: &ComplexMatrix) -> f64 {
-        self.data
-            .iter()
-            .zip(&other.data)
-            .map(|(a, b)| (a - b).norm())
-            .fold(0.0, f64::max)
+    pub fn max_abs_diff(&self, other: &ComplexMatrix) -> Result<f64> {
+        self.check_size("ComplexMatrix::max_abs_diff", other.n)?;
+        Ok(self.data.iter().zip(&other.data).map(|(a, b)| (a - b).norm()).fold(0.0, f64::max))
     }
 }

@@ -17,7 +17,7 @@ use num_complex::Complex64;
 use rustdct::DctPlanner;
 use serde::{Deserialize, Serialize};
 
-use super::dft::{fft_in_place, FftNorm};
+use super::dft::{fft_chunks, FftNorm};
 use super::matrix::ComplexMatrix;
 use crate::error::{check_power_of_two, Error, Result};
 
@@ -62,8 +62,8 @@ impl Target {
         check_power_of_two("target.matrix", n)?;
         let real = |v: &[f64]| -> Vec<Complex64> { v.iter().map(|&x| Complex64::new(x, 0.0)).collect() };
         Ok(match self {
-            Target::Dft => ComplexMatrix::from_linear_map(n, |col| fft_in_place(col, n, false, FftNorm::Ortho)),
-            Target::Idft => ComplexMatrix::from_linear_map(n, |col| fft_in_place(col, n, true, FftNorm::Ortho)),
+            Target::Dft => ComplexMatrix::from_linear_map(n, |col| fft_chunks(col, n, false, FftNorm::Ortho)),
+            Target::Idft => ComplexMatrix::from_linear_map(n, |col| fft_chunks(col, n, true, FftNorm::Ortho)),
             Target::Dct2 => {
                 let plan = DctPlanner::<f64>::new().plan_dct2(n);
                 real_map(n, |x| {
@@ -102,13 +102,13 @@ impl Target {
                 // h ⊛ x = F⁻¹ (F h ⊙ F x), with unnormalised forward and 1/N inverse.
                 let h_hat = {
                     let mut h = real(kernel);
-                    fft_in_place(&mut h, n, false, FftNorm::Backward);
+                    fft_chunks(&mut h, n, false, FftNorm::Backward);
                     h
                 };
                 ComplexMatrix::from_linear_map(n, |col| {
-                    fft_in_place(col, n, false, FftNorm::Backward);
+                    fft_chunks(col, n, false, FftNorm::Backward);
                     col.iter_mut().zip(&h_hat).for_each(|(x, h)| *x *= h);
-                    fft_in_place(col, n, true, FftNorm::Backward);
+                    fft_chunks(col, n, true, FftNorm::Backward);
                 })
             }
         })

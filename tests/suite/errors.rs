@@ -79,6 +79,21 @@ fn cuda_without_the_feature_is_a_clear_error() {
 }
 
 #[test]
+fn f64_truth_helpers_refuse_mismatched_sizes() {
+    use learned_fft::reference::{butterfly, dft, FftNorm};
+    use learned_fft::Permutation;
+    use num_complex::Complex64;
+    let m = Target::Dft.matrix(8).unwrap();
+    says(m.mul_vec(&[Complex64::new(1.0, 0.0); 4]).unwrap_err(), &["mul_vec", "size 8", "got 4"]);
+    says(m.rmse(&Target::Dft.matrix(4).unwrap()).unwrap_err(), &["rmse", "size 8", "got 4"]);
+    let mut x = vec![Complex64::new(0.0, 0.0); 10];
+    says(dft::fft_in_place(&mut x, 4, false, FftNorm::Ortho).unwrap_err(), &["fft_in_place", "n = 4", "got 10"]);
+    let (re, im) = ButterflyInit::Identity.twiddles(8);
+    says(butterfly::matrix(&re, &im, 16, Permutation::BitReversal).unwrap_err(), &["128 twiddle values for n = 16", "got 48"]);
+    says(butterfly::matrix(&re, &im, 6, Permutation::BitReversal).unwrap_err(), &["power of two", "got 6"]);
+}
+
+#[test]
 fn bad_init_and_target_parameters() {
     let device = Default::default();
     for scale in [0.0, -1.0, f64::NAN] {

@@ -107,7 +107,7 @@ where
     let xr = normals(101, batch * n);
     let xi = normals(103, batch * n);
     let mut target = complex(&xr, &xi);
-    dft::fft_in_place(&mut target, n, false, FftNorm::Ortho);
+    dft::fft_in_place(&mut target, n, false, FftNorm::Ortho).unwrap();
     let (tr, ti): (Vec<f64>, Vec<f64>) = target.iter().map(|z| (z.re, z.im)).unzip();
     let t = |v: &[f64]| tensor2::<A<B>>(v, batch, n, device);
 

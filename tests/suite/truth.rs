@@ -54,7 +54,7 @@ fn targets_match_closed_forms() {
             Target::Circulant { kernel },
         ] {
             let built = target.matrix(n).unwrap();
-            let err = built.max_abs_diff(&closed_form(&target, n));
+            let err = built.max_abs_diff(&closed_form(&target, n)).unwrap();
             assert!(err <= TRUTH_ABS, "{} n={n}: max |built − closed form| = {err:e}", target.name());
         }
     }
@@ -65,7 +65,7 @@ fn unitary_targets_are_unitary() {
     for n in [2, 8, 64] {
         for target in [Target::Dft, Target::Idft, Target::Dct2, Target::Dst2, Target::Hadamard, Target::Hartley] {
             let m = target.matrix(n).unwrap();
-            let err = m.matmul(&m.adjoint()).max_abs_diff(&ComplexMatrix::identity(n));
+            let err = m.matmul(&m.adjoint()).unwrap().max_abs_diff(&ComplexMatrix::identity(n)).unwrap();
             assert!(err <= TRUTH_ABS, "{} n={n}: |M Mᴴ − I| = {err:e}", target.name());
         }
     }
@@ -78,7 +78,7 @@ fn circulant_is_the_naive_circular_convolution() {
         let x = complex(&normals(2, n), &normals(3, n));
         let naive: Vec<Complex64> =
             (0..n).map(|k| (0..n).map(|j| x[j] * h[(k + n - j) % n]).sum()).collect();
-        let via_matrix = Target::Circulant { kernel: h }.matrix(n).unwrap().mul_vec(&x);
+        let via_matrix = Target::Circulant { kernel: h }.matrix(n).unwrap().mul_vec(&x).unwrap();
         let err = rel_rms(&via_matrix, &naive);
         assert!(err <= TRUTH_ABS, "n={n}: circulant rel err {err:e}");
     }
@@ -109,8 +109,8 @@ fn exact_butterfly_definition_is_the_dft() {
     for n in sizes_up_to(1024) {
         for (inverse, target) in [(false, Target::Dft), (true, Target::Idft)] {
             let (re, im) = ButterflyInit::Fft { inverse, norm: FftNorm::Ortho }.twiddles(n);
-            let m = butterfly::matrix(&re, &im, n, Permutation::BitReversal);
-            let err = m.max_abs_diff(&target.matrix(n).unwrap());
+            let m = butterfly::matrix(&re, &im, n, Permutation::BitReversal).unwrap();
+            let err = m.max_abs_diff(&target.matrix(n).unwrap()).unwrap();
             assert!(err <= TRUTH_ABS, "n={n} inverse={inverse}: {err:e}");
         }
     }
@@ -120,15 +120,15 @@ fn exact_butterfly_definition_is_the_dft() {
 fn random_unitary_init_is_unitary_and_identity_is_the_permutation() {
     for n in [2, 16, 128] {
         let (re, im) = ButterflyInit::RandomUnitary { seed: 7 }.twiddles(n);
-        let m = butterfly::matrix(&re, &im, n, Permutation::BitReversal);
-        let err = m.matmul(&m.adjoint()).max_abs_diff(&ComplexMatrix::identity(n));
+        let m = butterfly::matrix(&re, &im, n, Permutation::BitReversal).unwrap();
+        let err = m.matmul(&m.adjoint()).unwrap().max_abs_diff(&ComplexMatrix::identity(n)).unwrap();
         assert!(err <= TRUTH_ABS, "n={n}: random unitary |M Mᴴ − I| = {err:e}");
         // Different seeds give different layers; the same seed the same one.
         assert_ne!(ButterflyInit::RandomUnitary { seed: 8 }.twiddles(n).0, re);
         assert_eq!(ButterflyInit::RandomUnitary { seed: 7 }.twiddles(n).0, re);
 
         let (re, im) = ButterflyInit::Identity.twiddles(n);
-        let p = butterfly::matrix(&re, &im, n, Permutation::BitReversal);
+        let p = butterfly::matrix(&re, &im, n, Permutation::BitReversal).unwrap();
         let perm = Permutation::BitReversal.indices(n);
         let expected = ComplexMatrix::from_fn(n, |r, c| Complex64::new((perm[r] == c) as u8 as f64, 0.0));
         assert_eq!(p, expected, "n={n}: identity init is the bit reversal");
