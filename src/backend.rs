@@ -3,9 +3,10 @@
 //! Everything that runs on "the chosen backend" is written once, generic over
 //! `B: AutodiffBackend`, as a [`BackendTask`]; [`dispatch`] picks the concrete backend type at
 //! run time. The choice comes from a `--backend` flag or the `LEARNED_FFT_BACKEND` environment
-//! variable (the flag wins); `auto` takes wgpu when a wgpu adapter exists, else candle (which is
-//! always compiled in, so ndarray is only ever chosen by name); at f64 `auto` takes candle, since
-//! wgpu is f32-only.
+//! variable (the flag wins); `auto` takes wgpu when a hardware wgpu adapter (a GPU) exists, else
+//! candle (which is always compiled in, so ndarray is only ever chosen by name). A CPU adapter
+//! such as Mesa's lavapipe is used only when wgpu is named: on a CPU candle is faster. At f64
+//! `auto` takes candle, since wgpu is f32-only.
 //!
 //! | backend | f32 | f64 | device |
 //! |---|---|---|---|
@@ -43,7 +44,7 @@ pub type CudaBackend<F = f32, I = i32> =
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum BackendKind {
-    /// wgpu when an adapter exists, else candle.
+    /// wgpu when a GPU adapter exists, else candle.
     Auto,
     /// wgpu (Vulkan, Metal, DX12; Mesa's lavapipe on a machine without a GPU).
     Wgpu,
@@ -198,9 +199,11 @@ pub fn select(kind: BackendKind, precision: Precision) -> Result<Selected> {
     let (kind, device) = match kind {
         // wgpu is f32-only, so auto at f64 goes to candle.
         BackendKind::Auto if precision == Precision::F64 => (BackendKind::Candle, "CPU".to_string()),
+        // A CPU wgpu adapter (Mesa's lavapipe) emulates a GPU on the CPU, slower than candle's
+        // native code: auto takes wgpu only on a hardware adapter.
         BackendKind::Auto => match wgpu_adapter() {
-            Some(adapter) => (BackendKind::Wgpu, adapter.to_string()),
-            None => (BackendKind::Candle, "CPU".to_string()),
+            Some(adapter) if adapter.device_type != "Cpu" => (BackendKind::Wgpu, adapter.to_string()),
+            _ => (BackendKind::Candle, "CPU".to_string()),
         },
         BackendKind::Wgpu => match wgpu_adapter() {
             Some(adapter) => (BackendKind::Wgpu, adapter.to_string()),

@@ -52,12 +52,38 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// A checkpoint file that cannot be used: truncated, corrupt, or of another format.
+    #[error("checkpoint: {path}: {reason}")]
+    Checkpoint {
+        /// The file.
+        path: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// Training produced a non-finite loss or parameter and stopped.
+    #[error("train: {what} became {value} at step {step}; stopped (the last checkpoint, if any, is intact)")]
+    Diverged {
+        /// What went non-finite (`"loss"`, `"twiddles"`).
+        what: &'static str,
+        /// The value seen.
+        value: f64,
+        /// The step.
+        step: usize,
+    },
+    /// Writing TensorBoard events failed.
+    #[error("tensorboard: {0}")]
+    TensorBoard(String),
 }
 
 /// Result alias used throughout the crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
+    /// Shorthand for [`Error::Io`].
+    pub fn io(op: &'static str, path: impl AsRef<std::path::Path>, source: std::io::Error) -> Self {
+        Error::Io { op, path: path.as_ref().display().to_string(), source }
+    }
+
     /// Shorthand for [`Error::InvalidInput`].
     pub fn invalid(op: &'static str, expected: impl fmt::Display, got: impl fmt::Display) -> Self {
         Error::InvalidInput {

@@ -40,11 +40,13 @@ pub mod metrics;
 pub mod ops;
 pub mod reference;
 pub mod tensors;
+pub mod train;
 
 pub use backend::{dispatch, BackendKind, BackendTask, FftBackend, Precision, Selected};
 pub use ops::ButterflyOps;
 pub use butterfly::{Butterfly, ButterflyConfig, ButterflyInit, Permutation};
 pub use error::{Error, Result};
+pub use train::{TrainConfig, TrainReport, Trainer};
 pub use reference::{ComplexMatrix, FftNorm, Target};
 
 pub use burn;

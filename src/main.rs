@@ -1,10 +1,13 @@
 //! The `learned-fft` command line. Every command's last stdout line is one JSON object with its
 //! results; human-readable output goes to stderr.
 
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 use learned_fft::backend::{dispatch, select, BackendKind, BackendTask, FftBackend, Precision, Selected};
 use learned_fft::bench::ButterflyBench;
-use learned_fft::metrics::exact_row;
+use learned_fft::metrics::{self, exact_row};
+use learned_fft::train::progress::ProgressLine;
+use learned_fft::train::Checkpoint;
+use learned_fft::{Error, Target, TrainConfig, Trainer};
 use serde_json::json;
 
 #[derive(Parser)]
@@ -33,6 +36,166 @@ enum Command {
         #[arg(long, default_value_t = 1024)]
         n: usize,
     },
+    /// Train a butterfly from random weights to reproduce a transform.
+    Train(TrainArgs),
+    /// rmse and floor of a checkpoint's layer against the f64 target, on the chosen backend.
+    Eval {
+        /// Checkpoint file (`checkpoint.lfft` in a run's checkpoint directory).
+        #[arg(long)]
+        checkpoint: String,
+    },
+    /// Write a checkpoint's twiddles to another format.
+    Export {
+        /// Checkpoint file.
+        #[arg(long)]
+        checkpoint: String,
+        /// Output format.
+        #[arg(long, value_enum, default_value = "safetensors")]
+        format: ExportFormat,
+        /// Output file.
+        #[arg(long)]
+        out: String,
+    },
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum ExportFormat {
+    /// safetensors (twiddle_re, twiddle_im, permutation; metadata).
+    Safetensors,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum TargetArg {
+    Dft,
+    Idft,
+    Dct2,
+    Dst2,
+    Hadamard,
+    Hartley,
+    /// Circular convolution with `--kernel`.
+    Circulant,
+}
+
+/// Every field of the training config (defaults are TrainConfig's).
+#[derive(Args)]
+struct TrainArgs {
+    /// Transform size N (a power of two).
+    #[arg(long, default_value_t = 64)]
+    n: usize,
+    /// Target transform.
+    #[arg(long, value_enum, default_value = "dft")]
+    target: TargetArg,
+    /// Kernel of the circulant target, comma-separated (length N).
+    #[arg(long, value_delimiter = ',')]
+    kernel: Vec<f64>,
+    /// Seed of the random initial weights (restart r uses seed + r).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Adam's initial learning rate.
+    #[arg(long)]
+    lr: Option<f64>,
+    /// Adam's final learning rate (cosine decay).
+    #[arg(long)]
+    lr_final: Option<f64>,
+    /// Most Adam steps per attempt.
+    #[arg(long)]
+    adam_steps: Option<usize>,
+    /// rmse at which Adam hands over to the polish phase.
+    #[arg(long)]
+    switch_rmse: Option<f64>,
+    /// Further attempts from new random weights.
+    #[arg(long)]
+    restarts: Option<usize>,
+    /// Most Levenberg–Marquardt iterations.
+    #[arg(long)]
+    polish_iters: Option<usize>,
+    /// Most CG iterations per Levenberg–Marquardt step.
+    #[arg(long)]
+    cg_iters: Option<usize>,
+    /// CG's relative residual tolerance.
+    #[arg(long)]
+    cg_tol: Option<f64>,
+    /// Stalled polish steps before stopping.
+    #[arg(long)]
+    max_stalled: Option<usize>,
+    /// Stop once the rmse is at or below this.
+    #[arg(long)]
+    stop_rmse: Option<f64>,
+    /// TensorBoard directory.
+    #[arg(long)]
+    log_dir: Option<String>,
+    /// Checkpoint directory.
+    #[arg(long)]
+    checkpoint_dir: Option<String>,
+    /// Steps between checkpoints.
+    #[arg(long)]
+    checkpoint_every: Option<usize>,
+    /// Steps between log records.
+    #[arg(long)]
+    log_every: Option<usize>,
+    /// Continue from the checkpoint in --checkpoint-dir.
+    #[arg(long)]
+    resume: bool,
+    /// No progress line (log records go to stderr as JSON lines instead).
+    #[arg(long)]
+    quiet: bool,
+}
+
+impl TrainArgs {
+    fn config(&self, backend: BackendKind, precision: Precision) -> learned_fft::Result<TrainConfig> {
+        let target = match self.target {
+            TargetArg::Dft => Target::Dft,
+            TargetArg::Idft => Target::Idft,
+            TargetArg::Dct2 => Target::Dct2,
+            TargetArg::Dst2 => Target::Dst2,
+            TargetArg::Hadamard => Target::Hadamard,
+            TargetArg::Hartley => Target::Hartley,
+            TargetArg::Circulant => Target::Circulant { kernel: self.kernel.clone() },
+        };
+        if !self.kernel.is_empty() && !matches!(self.target, TargetArg::Circulant) {
+            return Err(Error::invalid("train", "--kernel only with --target circulant", "--kernel"));
+        }
+        let mut c = TrainConfig::new(self.n).with_target(target).with_backend(backend).with_precision(precision);
+        macro_rules! set {
+            ($($field:ident),*) => {$( if let Some(v) = self.$field.clone() { c.$field = v; } )*};
+        }
+        set!(seed, lr, lr_final, adam_steps, switch_rmse, restarts, polish_iters, cg_iters, cg_tol, max_stalled, checkpoint_every, log_every);
+        c.stop_rmse = self.stop_rmse;
+        c.log_dir = self.log_dir.clone();
+        c.checkpoint_dir = self.checkpoint_dir.clone();
+        c.validate()?;
+        Ok(c)
+    }
+}
+
+/// Prints each progress record as a JSON line on stderr (for scripts and `--quiet`).
+struct JsonLines;
+
+impl learned_fft::train::Observer for JsonLines {
+    fn progress(&mut self, p: &learned_fft::train::Progress) {
+        eprintln!("{}", json!({ "progress": p }));
+    }
+}
+
+struct Eval {
+    checkpoint: Checkpoint,
+}
+
+impl BackendTask for Eval {
+    type Output = serde_json::Value;
+    fn run<B: FftBackend>(self, device: B::Device, selected: &Selected) -> learned_fft::Result<Self::Output> {
+        eprintln!("backend: {selected}");
+        let layer = self.checkpoint.layer::<B::InnerBackend>(&device)?;
+        let cfg = &self.checkpoint.config;
+        let rmse = metrics::rmse(&layer, &cfg.target.matrix(cfg.n)?)?;
+        let floor = metrics::floor::<B::InnerBackend>(cfg.n, &cfg.target, &device)?;
+        eprintln!("N = {}, {:?}: rmse {rmse:.3e}{}", cfg.n, cfg.target, floor.map(|f| format!(", floor {f:.3e} ({:.3}×)", rmse / f)).unwrap_or_default());
+        Ok(json!({
+            "backend": selected, "n": cfg.n, "target": cfg.target, "trained_precision": cfg.precision,
+            "step": self.checkpoint.state.step, "rmse": rmse, "floor": floor,
+            "rmse_over_floor": floor.map(|f| rmse / f),
+        }))
+    }
 }
 
 #[derive(Subcommand)]
@@ -75,6 +238,35 @@ fn run(cli: Cli) -> learned_fft::Result<serde_json::Value> {
             Ok(json!({ "backend": selected }))
         }
         Command::Exact { n } => dispatch(cli.backend, cli.precision, Exact { n }),
+        Command::Train(args) => {
+            let config = args.config(cli.backend, cli.precision)?;
+            let trainer = Trainer::new(config)?.with_resume(args.resume);
+            let report = if args.quiet {
+                trainer.run(&mut JsonLines)?
+            } else {
+                let mut line = ProgressLine::default();
+                let report = trainer.run(&mut line);
+                line.finish();
+                report?
+            };
+            eprintln!(
+                "N = {}: rmse {:.3e}{} after {} steps in {:.1} s ({} attempt(s)) on {}",
+                report.n,
+                report.rmse,
+                report.floor.map(|f| format!(", floor {f:.3e} ({:.3}×)", report.rmse / f)).unwrap_or_default(),
+                report.steps,
+                report.seconds,
+                report.attempts,
+                report.backend
+            );
+            Ok(json!({ "train": report }))
+        }
+        Command::Eval { checkpoint } => dispatch(cli.backend, cli.precision, Eval { checkpoint: Checkpoint::read(checkpoint)? }),
+        Command::Export { checkpoint, format: ExportFormat::Safetensors, out } => {
+            let summary = learned_fft::train::export::export_safetensors(checkpoint, out)?;
+            eprintln!("wrote {} ({} bytes)", summary.path, summary.bytes);
+            Ok(json!({ "export": summary }))
+        }
         Command::Bench(BenchCommand::Butterfly { n, batch, warmup, iters }) => {
             let result = dispatch(cli.backend, cli.precision, ButterflyBench { n, batch, warmup, iters })?;
             eprintln!(

@@ -9,6 +9,7 @@ mod reference;
 pub use init::ButterflyInit;
 pub use permutation::Permutation;
 pub use reference::butterfly_forward_reference;
+pub(crate) use reference::{butterfly_stage, permute_input};
 
 use burn::config::Config;
 use burn::module::{Module, Param};

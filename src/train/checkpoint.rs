@@ -1,0 +1,225 @@
+//! Checkpoints: the layer and the optimiser as Burn records, with the run's config and state,
+//! written atomically and checked when read.
+//!
+//! File layout (little-endian): the 8-byte magic `LFFTCKPT`, a u32 format version, a u32 CRC-32
+//! of the payload, a u64 payload length, then the payload: three length-prefixed (u64) sections,
+//! the JSON header (config and state), the layer's record and the optimiser's record (Burn's
+//! named MessagePack, full precision; the optimiser section is empty once Adam is done). A file
+//! whose magic, version, length or checksum is wrong is refused with [`Error::Checkpoint`].
+//!
+//! Writing goes to `<file>.tmp` in the same directory, which is flushed to disk and then
+//! renamed over the target: a reader, or a run killed mid-write, sees the old file or the new
+//! one, never half of one.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use burn::module::Module;
+use burn::record::{FullPrecisionSettings, NamedMpkBytesRecorder, Recorder};
+use burn::tensor::backend::Backend;
+use serde::{Deserialize, Serialize};
+
+use super::config::TrainConfig;
+use crate::butterfly::{Butterfly, ButterflyConfig, ButterflyInit};
+use crate::error::{Error, Result};
+
+const MAGIC: &[u8; 8] = b"LFFTCKPT";
+const VERSION: u32 = 1;
+const HEADER_LEN: usize = 8 + 4 + 4 + 8;
+
+/// The file name of the running checkpoint inside a checkpoint directory.
+pub const CHECKPOINT_FILE: &str = "checkpoint.lfft";
+/// The file name of the config saved beside it.
+pub const CONFIG_FILE: &str = "config.json";
+
+/// Where training stands, saved in every checkpoint.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TrainState {
+    /// Steps done so far, over all phases and attempts.
+    pub step: usize,
+    /// Attempt (0 = first random init; r uses seed + r).
+    pub attempt: usize,
+    /// Steps done in this phase of this attempt.
+    pub attempt_step: usize,
+    /// The phase the next step belongs to.
+    pub phase: Phase,
+    /// log2 of the Levenberg–Marquardt damping.
+    pub log2_lambda: i32,
+    /// Whether the twiddles were gauge-fixed (the polish phase then trains only the free entries).
+    pub gauge_fixed: bool,
+    /// Polish steps in a row that did not lower the loss by a millionth.
+    pub stalled: usize,
+    /// Seconds of training so far (summed over resumed runs).
+    pub seconds: f64,
+}
+
+/// Training phase.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Phase {
+    /// Adam from random init.
+    Adam,
+    /// Levenberg–Marquardt polish.
+    Polish,
+    /// Finished.
+    Done,
+}
+
+#[derive(Serialize, Deserialize)]
+struct Header {
+    config: TrainConfig,
+    state: TrainState,
+}
+
+/// A checkpoint read back: config, state, and the raw records (decoded on a backend by
+/// [`Checkpoint::layer`] and [`Checkpoint::optimizer_record`]).
+pub struct Checkpoint {
+    path: PathBuf,
+    /// The config of the run that wrote it.
+    pub config: TrainConfig,
+    /// Where that run stood.
+    pub state: TrainState,
+    model: Vec<u8>,
+    optim: Vec<u8>,
+}
+
+fn corrupt(path: &Path, reason: impl Into<String>) -> Error {
+    Error::Checkpoint { path: path.display().to_string(), reason: reason.into() }
+}
+
+fn recorder() -> NamedMpkBytesRecorder<FullPrecisionSettings> {
+    NamedMpkBytesRecorder::default()
+}
+
+/// Encodes a Burn record to bytes.
+pub(crate) fn record_bytes<B: Backend, R: burn::record::Record<B>>(record: R) -> Result<Vec<u8>> {
+    Recorder::<B>::record(&recorder(), record, ()).map_err(|e| corrupt(Path::new("<memory>"), format!("cannot encode record: {e}")))
+}
+
+/// Writes a checkpoint atomically (temporary file, flush, rename).
+pub fn write<B: Backend>(path: &Path, config: &TrainConfig, state: &TrainState, layer: &Butterfly<B>, optim: Option<Vec<u8>>) -> Result<()> {
+    let header = serde_json::to_vec(&Header { config: config.clone(), state: state.clone() })
+        .map_err(|e| corrupt(path, format!("cannot encode header: {e}")))?;
+    let model = record_bytes::<B, _>(layer.clone().into_record())?;
+    let optim = optim.unwrap_or_default();
+    let mut payload = Vec::with_capacity(24 + header.len() + model.len() + optim.len());
+    for section in [&header, &model, &optim] {
+        payload.extend_from_slice(&(section.len() as u64).to_le_bytes());
+        payload.extend_from_slice(section);
+    }
+    let mut bytes = Vec::with_capacity(HEADER_LEN + payload.len());
+    bytes.extend_from_slice(MAGIC);
+    bytes.extend_from_slice(&VERSION.to_le_bytes());
+    bytes.extend_from_slice(&crc32fast::hash(&payload).to_le_bytes());
+    bytes.extend_from_slice(&(payload.len() as u64).to_le_bytes());
+    bytes.extend_from_slice(&payload);
+    write_atomic(path, &bytes)
+}
+
+/// Writes `bytes` to `path` through a temporary file in the same directory and a rename.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    let op = "checkpoint.write";
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|e| Error::io(op, dir, e))?;
+    }
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = PathBuf::from(tmp);
+    let result = (|| {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        drop(f);
+        std::fs::rename(&tmp, path)?;
+        // Make the rename itself durable (best effort: not every platform can open a directory).
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            if let Ok(d) = std::fs::File::open(dir) {
+                let _ = d.sync_all();
+            }
+        }
+        Ok(())
+    })();
+    result.map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        Error::io(op, path, e)
+    })
+}
+
+impl Checkpoint {
+    /// Reads and checks a checkpoint file (magic, version, length, checksum, header).
+    pub fn read(path: impl AsRef<Path>) -> Result<Self> {
+        let path = path.as_ref();
+        let bytes = std::fs::read(path).map_err(|e| Error::io("checkpoint.read", path, e))?;
+        if bytes.len() < HEADER_LEN {
+            return Err(corrupt(path, format!("truncated: {} bytes, shorter than the {HEADER_LEN}-byte header", bytes.len())));
+        }
+        if &bytes[..8] != MAGIC {
+            return Err(corrupt(path, "not a learned-fft checkpoint (wrong magic bytes)"));
+        }
+        let u32_at = |i: usize| u32::from_le_bytes(bytes[i..i + 4].try_into().expect("4 bytes"));
+        let version = u32_at(8);
+        if version != VERSION {
+            return Err(corrupt(path, format!("format version {version}, this build reads version {VERSION}")));
+        }
+        let crc = u32_at(12);
+        let len = u64::from_le_bytes(bytes[16..24].try_into().expect("8 bytes")) as usize;
+        let payload = &bytes[HEADER_LEN..];
+        if payload.len() != len {
+            return Err(corrupt(path, format!("truncated or extended: payload of {} bytes, header says {len}", payload.len())));
+        }
+        if crc32fast::hash(payload) != crc {
+            return Err(corrupt(path, "checksum mismatch (the file is corrupt)"));
+        }
+        let mut sections = Vec::with_capacity(3);
+        let mut at = 0usize;
+        for _ in 0..3 {
+            let size = payload
+                .get(at..at + 8)
+                .map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")) as usize)
+                .ok_or_else(|| corrupt(path, "section table cut short"))?;
+            let section = payload.get(at + 8..at + 8 + size).ok_or_else(|| corrupt(path, "section runs past the end"))?;
+            sections.push(section.to_vec());
+            at += 8 + size;
+        }
+        let optim = sections.pop().unwrap_or_default();
+        let model = sections.pop().unwrap_or_default();
+        let header: Header = serde_json::from_slice(&sections[0]).map_err(|e| corrupt(path, format!("bad header: {e}")))?;
+        header.config.validate().map_err(|e| corrupt(path, format!("its config is invalid: {e}")))?;
+        Ok(Checkpoint { path: path.to_path_buf(), config: header.config, state: header.state, model, optim })
+    }
+
+    /// The layer stored in the checkpoint, on backend `B`.
+    pub fn layer<B: Backend>(&self, device: &B::Device) -> Result<Butterfly<B>> {
+        let layer = ButterflyConfig::new(self.config.n).with_init(ButterflyInit::Identity).init::<B>(device)?;
+        let record = Recorder::<B>::load(&recorder(), self.model.clone(), device)
+            .map_err(|e| corrupt(&self.path, format!("cannot decode the layer: {e}")))?;
+        let layer = layer.load_record(record);
+        let expected = [self.config.n.trailing_zeros() as usize, self.config.n / 2, 2, 2];
+        if layer.twiddle_re.dims() != expected || layer.twiddle_im.dims() != expected {
+            return Err(corrupt(&self.path, format!("twiddles of shape {:?}, config says {expected:?}", layer.twiddle_re.dims())));
+        }
+        Ok(layer)
+    }
+
+    /// The optimiser's record, decoded on `B`; `None` when the checkpoint holds none.
+    pub fn optimizer_record<B: Backend, R: burn::record::Record<B>>(&self, device: &B::Device) -> Result<Option<R>> {
+        if self.optim.is_empty() {
+            return Ok(None);
+        }
+        Recorder::<B>::load(&recorder(), self.optim.clone(), device)
+            .map(Some)
+            .map_err(|e| corrupt(&self.path, format!("cannot decode the optimiser state: {e}")))
+    }
+}
+
+impl<B: Backend> Butterfly<B> {
+    /// Loads the layer from a checkpoint written by the trainer (`learned-fft train` or
+    /// [`crate::train::Trainer`]), on any backend and float type.
+    ///
+    /// # Errors
+    /// [`Error::Io`] when the file cannot be read, [`Error::Checkpoint`] when it is truncated,
+    /// corrupt or not a checkpoint.
+    pub fn from_checkpoint(path: impl AsRef<Path>, device: &B::Device) -> Result<Self> {
+        Checkpoint::read(path)?.layer(device)
+    }
+}

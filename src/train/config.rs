@@ -1,0 +1,111 @@
+//! [`TrainConfig`]: everything a training run depends on, saved as JSON beside each run.
+
+use burn::config::Config;
+
+use crate::backend::{BackendKind, Precision};
+use crate::error::{check_power_of_two, Error, Result};
+use crate::reference::Target;
+
+/// Configuration of a training run (see [`crate::train`] for the method).
+///
+/// Steps are counted across phases: one Adam update is one step, one Levenberg–Marquardt
+/// iteration (kept or refused) is one step.
+#[derive(Config, Debug)]
+pub struct TrainConfig {
+    /// Transform size N (a power of two, at least 2).
+    pub n: usize,
+    /// The transform to reproduce.
+    #[config(default = "Target::Dft")]
+    pub target: Target,
+    /// Float type of parameters and arithmetic. f32 runs use no f64 on the device.
+    #[config(default = "Precision::F32")]
+    pub precision: Precision,
+    /// Backend to train on (`auto`: wgpu when an adapter exists, else candle).
+    #[config(default = "BackendKind::Auto")]
+    pub backend: BackendKind,
+    /// Seed of the random initial twiddles (Haar-random unitary blocks); restart r uses
+    /// `seed + r`.
+    #[config(default = 0)]
+    pub seed: u64,
+    /// Adam's initial learning rate (cosine decay to `lr_final` over `adam_steps`).
+    #[config(default = 1e-2)]
+    pub lr: f64,
+    /// Adam's learning rate at the end of the schedule.
+    #[config(default = 1e-4)]
+    pub lr_final: f64,
+    /// Most Adam steps per attempt.
+    #[config(default = 3000)]
+    pub adam_steps: usize,
+    /// Adam hands over to the polish phase once the rmse is at or below this.
+    #[config(default = 1e-4)]
+    pub switch_rmse: f64,
+    /// Further attempts, from new random weights, when Adam does not reach `switch_rmse`.
+    #[config(default = 4)]
+    pub restarts: usize,
+    /// Most Levenberg–Marquardt iterations in the polish phase.
+    #[config(default = 60)]
+    pub polish_iters: usize,
+    /// Most conjugate-gradient iterations per Levenberg–Marquardt step.
+    #[config(default = 200)]
+    pub cg_iters: usize,
+    /// Relative residual at which conjugate gradients stop.
+    #[config(default = 1e-3)]
+    pub cg_tol: f64,
+    /// The polish phase ends after this many steps in a row that lower the loss by less than a
+    /// millionth (the float type's precision is reached).
+    #[config(default = 4)]
+    pub max_stalled: usize,
+    /// Stop as soon as the rmse is at or below this (default: polish until it stalls).
+    #[config(default = "None")]
+    pub stop_rmse: Option<f64>,
+    /// Directory for TensorBoard event files (none: no TensorBoard logging).
+    #[config(default = "None")]
+    pub log_dir: Option<String>,
+    /// Directory for checkpoints and this config (none: no checkpoints).
+    #[config(default = "None")]
+    pub checkpoint_dir: Option<String>,
+    /// Steps between checkpoints.
+    #[config(default = 200)]
+    pub checkpoint_every: usize,
+    /// Steps between log records (TensorBoard and progress).
+    #[config(default = 10)]
+    pub log_every: usize,
+}
+
+impl TrainConfig {
+    /// Checks the configuration; returns log2 N.
+    pub fn validate(&self) -> Result<usize> {
+        let log_n = check_power_of_two("train", self.n)?;
+        let positive = |name: &'static str, v: f64| -> Result<()> {
+            if v.is_finite() && v > 0.0 {
+                Ok(())
+            } else {
+                Err(Error::invalid("train", format!("{name} finite and > 0"), v))
+            }
+        };
+        positive("lr", self.lr)?;
+        positive("lr_final", self.lr_final)?;
+        positive("switch_rmse", self.switch_rmse)?;
+        positive("cg_tol", self.cg_tol)?;
+        if let Some(s) = self.stop_rmse {
+            positive("stop_rmse", s)?;
+        }
+        for (name, v) in [("checkpoint_every", self.checkpoint_every), ("log_every", self.log_every), ("cg_iters", self.cg_iters)] {
+            if v == 0 {
+                return Err(Error::invalid("train", format!("{name} ≥ 1"), v));
+            }
+        }
+        if let Target::Circulant { kernel } = &self.target {
+            if kernel.len() != self.n {
+                return Err(Error::invalid("train", format!("a circulant kernel of length n = {}", self.n), kernel.len()));
+            }
+        }
+        Ok(log_n)
+    }
+
+    /// Adam's learning rate at step `t` of an attempt (cosine decay).
+    pub fn lr_at(&self, t: usize) -> f64 {
+        let x = (t as f64 / self.adam_steps.max(1) as f64).min(1.0);
+        self.lr_final + 0.5 * (self.lr - self.lr_final) * (1.0 + (std::f64::consts::PI * x).cos())
+    }
+}

@@ -1,0 +1,70 @@
+//! Export of a trained layer to safetensors, for use outside Burn (numpy, PyTorch).
+//!
+//! The file holds three tensors and string metadata:
+//!
+//! | name | dtype | shape | content |
+//! |---|---|---|---|
+//! | `twiddle_re` | F32 or F64 (the training precision) | `[log2 N, N/2, 2, 2]` | real parts |
+//! | `twiddle_im` | same | same | imaginary parts |
+//! | `permutation` | I64 | `[N]` | input index read by each position: `x_perm[i] = x[permutation[i]]` |
+//!
+//! Metadata: `n`, `target`, `precision`, `step`, `format` (`learned-fft-butterfly-v1`). Entry
+//! `[s, k, a, b]` is row a, column b of block k of factor s, which acts on indices
+//! `i0 = 2^{s+1}·⌊k / 2^s⌋ + (k mod 2^s)` and `i1 = i0 + 2^s`; the layer computes
+//! `y = B_{L−1} ⋯ B_0 (x permuted)`. The README shows the numpy code that rebuilds the matrix.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use safetensors::tensor::{Dtype, TensorView};
+use serde::Serialize;
+
+use super::checkpoint::{write_atomic, Checkpoint};
+use crate::backend::{NdArrayBackend, Precision};
+use crate::error::{Error, Result};
+
+/// What [`export_safetensors`] wrote.
+#[derive(Clone, Debug, Serialize)]
+pub struct ExportSummary {
+    /// The file written.
+    pub path: String,
+    /// Transform size.
+    pub n: usize,
+    /// Element type of the twiddles.
+    pub dtype: String,
+    /// Bytes written.
+    pub bytes: usize,
+}
+
+/// Writes the twiddles of the checkpoint at `checkpoint` to a safetensors file at `out`
+/// (atomically), in the precision it was trained in.
+pub fn export_safetensors(checkpoint: impl AsRef<Path>, out: impl AsRef<Path>) -> Result<ExportSummary> {
+    let ckpt = Checkpoint::read(checkpoint)?;
+    // f64 holds f32 values exactly, so reading through NdArray<f64> loses nothing.
+    let layer = ckpt.layer::<NdArrayBackend<f64>>(&Default::default())?;
+    let (re, im) = layer.twiddles_f64();
+    let n = ckpt.config.n;
+    let shape = vec![n.trailing_zeros() as usize, n / 2, 2, 2];
+    let (dtype, encode): (Dtype, fn(&[f64]) -> Vec<u8>) = match ckpt.config.precision {
+        Precision::F32 => (Dtype::F32, |v| v.iter().flat_map(|&x| (x as f32).to_le_bytes()).collect()),
+        Precision::F64 => (Dtype::F64, |v| v.iter().flat_map(|&x| x.to_le_bytes()).collect()),
+    };
+    let (re, im) = (encode(&re), encode(&im));
+    let perm: Vec<u8> = layer.permutation().indices(n).into_iter().flat_map(|i| (i as i64).to_le_bytes()).collect();
+    let bad = |e: safetensors::SafeTensorError| Error::invalid("export", "tensors safetensors can encode", e);
+    let tensors = vec![
+        ("twiddle_re", TensorView::new(dtype, shape.clone(), &re).map_err(bad)?),
+        ("twiddle_im", TensorView::new(dtype, shape, &im).map_err(bad)?),
+        ("permutation", TensorView::new(Dtype::I64, vec![n], &perm).map_err(bad)?),
+    ];
+    let metadata = HashMap::from([
+        ("format".to_string(), "learned-fft-butterfly-v1".to_string()),
+        ("n".to_string(), n.to_string()),
+        ("target".to_string(), ckpt.config.target.name().to_string()),
+        ("precision".to_string(), ckpt.config.precision.to_string()),
+        ("step".to_string(), ckpt.state.step.to_string()),
+    ]);
+    let bytes = safetensors::serialize(tensors, Some(metadata)).map_err(bad)?;
+    write_atomic(out.as_ref(), &bytes)?;
+    Ok(ExportSummary { path: out.as_ref().display().to_string(), n, dtype: ckpt.config.precision.to_string(), bytes: bytes.len() })
+}
