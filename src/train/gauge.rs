@@ -47,9 +47,9 @@ pub fn fix_gauge<B: Backend>(tw_re: Tensor<B, 4>, tw_im: Tensor<B, 4>) -> Option
         let (dr, di) = (ar.clone() / mag.clone(), ai.clone().neg() / mag);
         let (nr, ni) = cmul(re[s].clone(), im[s].clone(), dr, di);
         // The first column becomes exactly 1 (the product's rounding is dropped).
-        let ones = Tensor::<B, 3>::ones([half, 2, 1], &nr.device());
-        re[s] = nr.slice_assign([0..half, 0..2, 0..1], ones.clone());
-        im[s] = ni.slice_assign([0..half, 0..2, 0..1], ones.zeros_like());
+        // (ones_like keeps the dtype: Burn 0.21's per-device default may be the other precision.)
+        re[s] = nr.slice_assign([0..half, 0..2, 0..1], ar.ones_like());
+        im[s] = ni.slice_assign([0..half, 0..2, 0..1], ar.zeros_like());
         // Factor s+1 takes the inverse: its column for position p is multiplied by a(p).
         // Stage s's (k, r) maps to position order [g, r, st]; stage s+1's (k', c) to [g', c, st'].
         let st = 1usize << s;

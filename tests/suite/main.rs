@@ -6,6 +6,8 @@
 //! - `gradients`: finite differences, the adjoint identity, the fft→ifft round trip.
 //! - `kernels`: the fused CubeCL kernels against the reference twin (output, both gradients,
 //!   determinism, an optimiser trajectory) on wgpu, and on CUDA with the `cuda` feature.
+//! - `train`: the trainer reaches the bars from random init; TensorBoard, checkpoints, resume
+//!   after SIGKILL, export, divergence.
 //! - `errors`: bad input gives a clear error.
 //!
 //! wgpu tests skip when no adapter is found, unless `LEARNED_FFT_REQUIRE_WGPU=1`, which makes
@@ -16,4 +18,5 @@ mod errors;
 mod exact_fft;
 mod gradients;
 mod kernels;
+mod train;
 mod truth;
