@@ -1,5 +1,5 @@
-//! The `learned-fft` command line. Every command's last stdout line is one JSON object with its
-//! results; human-readable output goes to stderr.
+//! The `learned-fft` command line (backend, exact, train, eval, export, bench). Every command's
+//! last stdout line is one JSON object with its results; human-readable output goes to stderr.
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use learned_fft::backend::{dispatch, select, BackendKind, BackendTask, FftBackend, Precision, Selected};
@@ -133,6 +133,9 @@ struct TrainArgs {
     /// Steps between log records.
     #[arg(long)]
     log_every: Option<usize>,
+    /// Do not fix the gauge before the polish phase (train every twiddle).
+    #[arg(long)]
+    free_gauge: bool,
     /// Continue from the checkpoint in --checkpoint-dir.
     #[arg(long)]
     resume: bool,
@@ -161,6 +164,7 @@ impl TrainArgs {
         }
         set!(seed, lr, lr_final, adam_steps, switch_rmse, restarts, polish_iters, cg_iters, cg_tol, max_stalled, checkpoint_every, log_every);
         c.stop_rmse = self.stop_rmse;
+        c.fix_gauge = !self.free_gauge;
         c.log_dir = self.log_dir.clone();
         c.checkpoint_dir = self.checkpoint_dir.clone();
         c.validate()?;
@@ -200,6 +204,28 @@ impl BackendTask for Eval {
 
 #[derive(Subcommand)]
 enum BenchCommand {
+    /// Train the DFT from random init for several sizes and seeds (one precision); prints a
+    /// JSON line per run on stderr and a summary table as JSON.
+    Train {
+        /// Sizes, comma-separated.
+        #[arg(long, value_delimiter = ',', default_value = "8,16,32,64,128,256,512,1024")]
+        sizes: Vec<usize>,
+        /// Runs per size (seeds 0, 1000, 2000, …).
+        #[arg(long, default_value_t = 10)]
+        seeds: usize,
+        /// Stop each run as soon as it is under the bar (time to the bar).
+        #[arg(long)]
+        to_bar: bool,
+        /// Copy the first seed's checkpoint per size here and update manifest.json.
+        #[arg(long)]
+        ship: Option<String>,
+        /// Scratch directory for the runs.
+        #[arg(long, default_value = "runs/sweep")]
+        scratch: String,
+        /// Also print every run's progress records as JSON lines on stderr.
+        #[arg(long)]
+        verbose: bool,
+    },
     /// The butterfly op: forward, and forward + backward, on random complex input.
     Butterfly {
         /// Transform size (a power of two >= 2).
@@ -266,6 +292,29 @@ fn run(cli: Cli) -> learned_fft::Result<serde_json::Value> {
             let summary = learned_fft::train::export::export_safetensors(checkpoint, out)?;
             eprintln!("wrote {} ({} bytes)", summary.path, summary.bytes);
             Ok(json!({ "export": summary }))
+        }
+        Command::Bench(BenchCommand::Train { sizes, seeds, to_bar, ship, scratch, verbose }) => {
+            let sweep = learned_fft::train::sweep::Sweep {
+                sizes,
+                seeds,
+                backend: cli.backend,
+                precision: cli.precision,
+                to_bar,
+                ship: ship.map(Into::into),
+                scratch: scratch.into(),
+            };
+            let (mut lines, mut quiet) = (JsonLines, ());
+            let observer: &mut dyn learned_fft::train::Observer = if verbose { &mut lines } else { &mut quiet };
+            let rows = sweep.run(observer, |r| {
+                eprintln!("{}", json!({ "run": { "n": r.n, "seed": r.seed, "rmse": r.rmse, "floor": r.floor, "steps": r.steps, "seconds": r.seconds, "attempts": r.attempts, "backend": r.backend } }));
+            })?;
+            for r in &rows {
+                eprintln!(
+                    "N = {:5} {}: {}/{} under the bar {:.2e}; rmse median {:.2e} max {:.2e}; steps {}; seconds median {:.2} max {:.2}",
+                    r.n, r.precision, r.reached, r.runs, r.bar, r.rmse_median, r.rmse_max, r.steps_median, r.seconds_median, r.seconds_max
+                );
+            }
+            Ok(json!({ "sweep": rows }))
         }
         Command::Bench(BenchCommand::Butterfly { n, batch, warmup, iters }) => {
             let result = dispatch(cli.backend, cli.precision, ButterflyBench { n, batch, warmup, iters })?;

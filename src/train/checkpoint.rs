@@ -47,7 +47,7 @@ pub struct TrainState {
     pub log2_lambda: i32,
     /// Whether the twiddles were gauge-fixed (the polish phase then trains only the free entries).
     pub gauge_fixed: bool,
-    /// Polish steps in a row that did not lower the loss by a millionth.
+    /// Polish steps in a row that did not lower the loss by 1 %.
     pub stalled: usize,
     /// Seconds of training so far (summed over resumed runs).
     pub seconds: f64,

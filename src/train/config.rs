@@ -49,10 +49,14 @@ pub struct TrainConfig {
     #[config(default = 200)]
     pub cg_iters: usize,
     /// Relative residual at which conjugate gradients stop.
-    #[config(default = 1e-3)]
+    #[config(default = 1e-2)]
     pub cg_tol: f64,
-    /// The polish phase ends after this many steps in a row that lower the loss by less than a
-    /// millionth (the float type's precision is reached).
+    /// Fix the gauge before the polish phase (see [`crate::train::gauge`]); off, the polish
+    /// trains every twiddle.
+    #[config(default = true)]
+    pub fix_gauge: bool,
+    /// Each polish stage ends after this many steps in a row that lower the loss by less than
+    /// 1 % (the float type's precision is reached).
     #[config(default = 4)]
     pub max_stalled: usize,
     /// Stop as soon as the rmse is at or below this (default: polish until it stalls).

@@ -5,11 +5,12 @@
 //!    ([`objective`]: mean |M(θ) − T|² over the N×N entries, the square of the rmse metric)
 //!    from Haar-random unitary blocks, until the rmse reaches `switch_rmse`; an attempt that
 //!    does not get there within `adam_steps` is restarted from new random weights.
-//! 2. **Gauge fixing** ([`gauge`]): the twiddles are rescaled, without changing the product, so
-//!    that every block of every factor but the last has first column (1, 1). This removes the
-//!    flat directions of the problem and, in f32, puts the twiddles where rounding costs least.
-//! 3. **Levenberg–Marquardt** ([`polish`]), matrix-free with conjugate gradients, on the free
-//!    twiddles until the loss stops falling (the float type's precision) or `stop_rmse`.
+//! 2. **Levenberg–Marquardt** ([`polish`]), matrix-free with conjugate gradients, on every
+//!    twiddle until the loss stops falling (the float type's precision) or `stop_rmse`.
+//! 3. **Gauge fixing** ([`gauge`]): the twiddles are rescaled, without changing the product, so
+//!    that every block of every factor but the last has first column (1, 1), where f32 rounding
+//!    costs least; a second Levenberg–Marquardt polish trains the other entries until the loss
+//!    stops falling again (`fix_gauge = false` skips this stage).
 //!
 //! In f32 the loss is formed against the target split into an f32 value and its f32 rounding
 //! remainder, so the optimiser sees the true error of its own f32 arithmetic down to and below
@@ -24,6 +25,7 @@ pub mod logging;
 pub mod objective;
 pub mod polish;
 pub mod progress;
+pub mod sweep;
 mod trainer;
 
 pub use checkpoint::{Checkpoint, Phase, TrainState};

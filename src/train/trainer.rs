@@ -245,51 +245,55 @@ impl Trainer {
             state.attempt_step += 1;
         }
 
-        // Phase 2: gauge fixing, then Levenberg–Marquardt.
+        // Phase 2: Levenberg–Marquardt on every twiddle; then the gauge is fixed and LM polishes
+        // the free twiddles of the fixed gauge.
         if state.phase == Phase::Polish {
-            let (re, im) = (layer.twiddle_re.val().inner(), layer.twiddle_im.val().inner());
-            let mask = if state.gauge_fixed {
-                gauge_mask::<B::InnerBackend>(log_n, n / 2, device)
-            } else if let Some((re, im)) = fix_gauge(re.clone(), im.clone()) {
-                state.gauge_fixed = true;
-                layer = with_twiddles(layer, Twiddles { re, im });
-                gauge_mask::<B::InnerBackend>(log_n, n / 2, device)
-            } else {
-                re.ones_like()
-            };
-            let theta = Twiddles { re: layer.twiddle_re.val().inner(), im: layer.twiddle_im.val().inner() };
             let settings = PolishSettings {
                 cg_iters: cfg.cg_iters,
                 cg_tol: cfg.cg_tol,
                 stop_loss: stop_rmse * stop_rmse,
                 max_stalled: cfg.max_stalled,
             };
-            let mut polish = Polish::<B>::new(&inner_objective, perm, theta, mask, state.log2_lambda, state.stalled);
-            if !polish.loss.is_finite() {
-                return Err(Error::Diverged { what: "loss", value: polish.loss, step: state.step });
-            }
             loop {
-                let done = polish.done(&settings) || state.attempt_step >= cfg.polish_iters;
-                if state.step % cfg.log_every == 0 || done {
-                    let p = Progress { step: state.step, phase: Phase::Polish, attempt: state.attempt, loss: polish.loss, rmse: polish.loss.sqrt(), floor: floor_device, lr: None, seconds: clock.elapsed().as_secs_f64() };
-                    report_progress(p, &mut tb, observer)?;
+                let theta = Twiddles { re: layer.twiddle_re.val().inner(), im: layer.twiddle_im.val().inner() };
+                let mask = if state.gauge_fixed { gauge_mask::<B::InnerBackend>(log_n, n / 2, device) } else { theta.re.ones_like() };
+                let mut polish = Polish::<B>::new(&inner_objective, perm, theta, mask, state.log2_lambda, state.stalled);
+                if !polish.loss.is_finite() {
+                    return Err(Error::Diverged { what: "loss", value: polish.loss, step: state.step });
                 }
-                if done {
+                loop {
+                    let done = polish.done(&settings) || state.attempt_step >= cfg.polish_iters;
+                    if state.step % cfg.log_every == 0 || done {
+                        let p = Progress { step: state.step, phase: Phase::Polish, attempt: state.attempt, loss: polish.loss, rmse: polish.loss.sqrt(), floor: floor_device, lr: None, seconds: clock.elapsed().as_secs_f64() };
+                        report_progress(p, &mut tb, observer)?;
+                    }
+                    if done {
+                        break;
+                    }
+                    if due(&state, last_ckpt) {
+                        state.log2_lambda = polish.log2_lambda;
+                        state.stalled = polish.stalled;
+                        layer = with_twiddles(layer, polish.theta.clone());
+                        save(&mut state, &layer, None, &mut last_ckpt)?;
+                    }
+                    polish.step(&settings);
+                    state.step += 1;
+                    state.attempt_step += 1;
+                }
+                state.log2_lambda = polish.log2_lambda;
+                state.stalled = polish.stalled;
+                let reached = polish.loss <= settings.stop_loss;
+                layer = with_twiddles(layer, polish.theta);
+                if state.gauge_fixed || !cfg.fix_gauge || reached || state.attempt_step >= cfg.polish_iters {
                     break;
                 }
-                if due(&state, last_ckpt) {
-                    state.log2_lambda = polish.log2_lambda;
-                    state.stalled = polish.stalled;
-                    layer = with_twiddles(layer, polish.theta.clone());
-                    save(&mut state, &layer, None, &mut last_ckpt)?;
-                }
-                polish.step(&settings);
-                state.step += 1;
-                state.attempt_step += 1;
+                let (re, im) = (layer.twiddle_re.val().inner(), layer.twiddle_im.val().inner());
+                let Some((re, im)) = fix_gauge(re, im) else { break };
+                layer = with_twiddles(layer, Twiddles { re, im });
+                state.gauge_fixed = true;
+                state.stalled = 0;
+                state.log2_lambda = INITIAL_LOG2_LAMBDA;
             }
-            state.log2_lambda = polish.log2_lambda;
-            state.stalled = polish.stalled;
-            layer = with_twiddles(layer, polish.theta.clone());
             state.phase = Phase::Done;
         }
         let loss = scalar(inner_objective.loss(layer.twiddle_re.val().inner(), layer.twiddle_im.val().inner(), perm));

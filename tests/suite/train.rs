@@ -297,3 +297,25 @@ fn bad_configs_are_refused() {
         assert!(err.to_string().contains(needle), "{err}");
     }
 }
+
+#[test]
+fn shipped_checkpoints_are_under_the_f32_bar_here_too() {
+    // checkpoints/manifest.json lists what `bench train --ship` wrote; each file must load, match
+    // its entry, and be under the floor again when evaluated on this machine's CPU backend.
+    use learned_fft::backend::CandleBackend;
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("checkpoints");
+    let manifest: Vec<serde_json::Value> = serde_json::from_slice(&std::fs::read(dir.join("manifest.json")).expect("manifest.json")).unwrap();
+    let sizes: Vec<u64> = manifest.iter().map(|e| e["n"].as_u64().unwrap()).collect();
+    assert_eq!(sizes, [8, 16, 32, 64, 128, 256, 512, 1024], "one f32 DFT checkpoint per size");
+    for entry in &manifest {
+        let n = entry["n"].as_u64().unwrap() as usize;
+        let ckpt = Checkpoint::read(dir.join(entry["file"].as_str().unwrap())).unwrap();
+        assert_eq!((ckpt.config.n, ckpt.config.precision, ckpt.state.phase), (n, Precision::F32, Phase::Done));
+        assert!(entry["rmse"].as_f64().unwrap() <= entry["floor"].as_f64().unwrap(), "manifest entry for N = {n}");
+        let device = Default::default();
+        let layer = ckpt.layer::<CandleBackend<f32>>(&device).unwrap();
+        let rmse = learned_fft::metrics::rmse(&layer, &learned_fft::Target::Dft.matrix(n).unwrap()).unwrap();
+        let floor = learned_fft::metrics::floor::<CandleBackend<f32>>(n, &learned_fft::Target::Dft, &device).unwrap().unwrap();
+        assert!(rmse <= F32_TRAIN_BAR_OVER_FLOOR * floor, "N = {n}: rmse {rmse:e} > floor {floor:e} on candle");
+    }
+}
