@@ -39,6 +39,7 @@ pub mod kernels;
 pub mod metrics;
 pub mod ops;
 pub mod reference;
+pub mod spectral;
 pub mod tensors;
 pub mod train;
 

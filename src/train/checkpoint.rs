@@ -14,14 +14,15 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use burn::module::Module;
+use burn::module::{Module, Param};
 use burn::record::{FullPrecisionSettings, NamedMpkBytesRecorder, Recorder};
-use burn::tensor::backend::Backend;
+use burn::tensor::{backend::Backend, Tensor};
 use serde::{Deserialize, Serialize};
 
 use super::config::TrainConfig;
 use crate::butterfly::{Butterfly, ButterflyConfig, ButterflyInit};
 use crate::error::{Error, Result};
+use crate::tensors::{float_tensor, to_f64_vec};
 
 const MAGIC: &[u8; 8] = b"LFFTCKPT";
 const VERSION: u32 = 1;
@@ -193,11 +194,17 @@ impl Checkpoint {
         let layer = ButterflyConfig::new(self.config.n).with_init(ButterflyInit::Identity).init::<B>(device)?;
         let record = Recorder::<B>::load(&recorder(), self.model.clone(), device)
             .map_err(|e| corrupt(&self.path, format!("cannot decode the layer: {e}")))?;
-        let layer = layer.load_record(record);
+        let mut layer = layer.load_record(record);
         let expected = [self.config.n.trailing_zeros() as usize, self.config.n / 2, 2, 2];
         if layer.twiddle_re.dims() != expected || layer.twiddle_im.dims() != expected {
             return Err(corrupt(&self.path, format!("twiddles of shape {:?}, config says {expected:?}", layer.twiddle_re.dims())));
         }
+        // Burn 0.21 creates loaded tensors in the device's default dtype, which another precision
+        // may have set in this process (see `crate::tensors`): rebuild them in B's own dtype.
+        // The parameter ids are kept: the optimiser's saved state is keyed by them.
+        let own = |p: &Param<Tensor<B, 4>>| Param::initialized(p.id, float_tensor::<B, 4>(to_f64_vec(p.val()), expected, device));
+        layer.twiddle_re = own(&layer.twiddle_re);
+        layer.twiddle_im = own(&layer.twiddle_im);
         Ok(layer)
     }
 

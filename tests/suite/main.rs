@@ -6,6 +6,8 @@
 //! - `gradients`: finite differences, the adjoint identity, the fft→ifft round trip.
 //! - `kernels`: the fused CubeCL kernels against the reference twin (output, both gradients,
 //!   determinism, an optimiser trajectory) on wgpu, and on CUDA with the `cuda` feature.
+//! - `spectral`: the spectral loss reference against an f64 STFT, finite differences, overlap
+//!   accumulation, zero inputs, bad input.
 //! - `train`: the trainer reaches the bars from random init; TensorBoard, checkpoints, resume
 //!   after SIGKILL, export, divergence.
 //! - `errors`: bad input gives a clear error.
@@ -18,5 +20,6 @@ mod errors;
 mod exact_fft;
 mod gradients;
 mod kernels;
+mod spectral;
 mod train;
 mod truth;
