@@ -22,7 +22,7 @@ use burn::tensor::backend::AutodiffBackend;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::ops::ButterflyOps;
+use crate::ops::{ButterflyOps, SpectralOps};
 
 /// The environment variable read when no `--backend` flag is given.
 pub const BACKEND_ENV: &str = "LEARNED_FFT_BACKEND";
@@ -231,14 +231,14 @@ pub fn select(kind: BackendKind, precision: Precision) -> Result<Selected> {
     Ok(Selected { kind, precision, device })
 }
 
-/// A backend learned-fft runs on: autodiff, with the butterfly op on it and on its inner
-/// backend. Every backend [`dispatch`] picks satisfies it.
-pub trait FftBackend: AutodiffBackend<InnerBackend: ButterflyOps> + ButterflyOps {}
+/// A backend learned-fft runs on: autodiff, with the butterfly and spectral ops on it and on its
+/// inner backend. Every backend [`dispatch`] picks satisfies it.
+pub trait FftBackend: AutodiffBackend<InnerBackend: ButterflyOps + SpectralOps> + ButterflyOps + SpectralOps {}
 
 impl<B> FftBackend for B
 where
-    B: AutodiffBackend + ButterflyOps,
-    B::InnerBackend: ButterflyOps,
+    B: AutodiffBackend + ButterflyOps + SpectralOps,
+    B::InnerBackend: ButterflyOps + SpectralOps,
 {
 }
 

@@ -5,13 +5,15 @@
 use std::time::Instant;
 
 use burn::module::AutodiffModule;
+use burn::nn::loss::Reduction;
 use burn::tensor::{backend::Backend, Distribution, Tensor};
 use serde::Serialize;
 
 use crate::backend::{BackendTask, FftBackend, Selected};
 use crate::butterfly::{Butterfly, ButterflyConfig, ButterflyInit};
 use crate::error::{check_power_of_two, Error, Result};
-use crate::ops::ButterflyOps;
+use crate::ops::{ButterflyOps, KernelChoice};
+use crate::spectral::{SpectralLoss, SpectralLossConfig};
 
 /// Median of `iters` timings of `f` (in milliseconds), after `warmup` untimed calls; the device
 /// is synchronised before and after each call.
@@ -106,6 +108,104 @@ impl BackendTask for ButterflyBench {
             bytes,
             forward_gbps: bytes as f64 / (forward_ms * 1e6),
             fwd_bwd_gbps: bytes as f64 / (fwd_bwd_ms * 1e6),
+        })
+    }
+}
+
+/// `learned-fft bench spectral`: the spectral loss (Hann, linear magnitude, L1) between random
+/// signals: forward, and forward + backward (the gradient of `pred`, as in training), on the
+/// configured fastest path and on the reference path of the same backend.
+#[derive(Clone, Debug)]
+pub struct SpectralBench {
+    /// Window length W.
+    pub win: usize,
+    /// Hop H.
+    pub hop: usize,
+    /// Signals (batch rows).
+    pub signals: usize,
+    /// Samples per signal.
+    pub samples: usize,
+    /// Untimed calls first.
+    pub warmup: usize,
+    /// Timed calls (the median is reported).
+    pub iters: usize,
+    /// Also time the reference path.
+    pub reference: bool,
+}
+
+/// Result of [`SpectralBench`].
+#[derive(Clone, Debug, Serialize)]
+pub struct SpectralBenchResult {
+    /// Window length.
+    pub win: usize,
+    /// Hop.
+    pub hop: usize,
+    /// Signals.
+    pub signals: usize,
+    /// Samples per signal.
+    pub samples: usize,
+    /// Frames per signal.
+    pub frames: usize,
+    /// Backend, precision and device.
+    pub backend: Selected,
+    /// Whether the fused kernels ran (false: the tensor-op reference).
+    pub fused: bool,
+    /// Median forward time (`Auto` path).
+    pub forward_ms: f64,
+    /// Median forward + backward time (`Auto` path).
+    pub fwd_bwd_ms: f64,
+    /// Median forward time of the reference path (if timed).
+    pub reference_forward_ms: Option<f64>,
+    /// Median forward + backward time of the reference path (if timed).
+    pub reference_fwd_bwd_ms: Option<f64>,
+    /// `reference_fwd_bwd_ms / fwd_bwd_ms`.
+    pub speedup_vs_reference: Option<f64>,
+}
+
+impl BackendTask for SpectralBench {
+    type Output = SpectralBenchResult;
+
+    fn run<B: FftBackend>(self, device: B::Device, selected: &Selected) -> Result<SpectralBenchResult> {
+        if self.signals == 0 {
+            return Err(Error::invalid("bench spectral", "signals >= 1", self.signals));
+        }
+        let config = SpectralLossConfig::new(self.win, self.hop);
+        let shape = [self.signals, self.samples];
+        let pred = Tensor::<B::InnerBackend, 2>::random(shape, Distribution::Normal(0.0, 1.0), &device);
+        let target = Tensor::<B::InnerBackend, 2>::random(shape, Distribution::Normal(0.0, 1.0), &device);
+        let time = |kernel: KernelChoice| -> Result<(f64, f64)> {
+            let inner: SpectralLoss<B::InnerBackend> = config.clone().with_kernel(kernel).init(&device)?;
+            let outer: SpectralLoss<B> = config.clone().with_kernel(kernel).init(&device)?;
+            let forward = median_ms::<B::InnerBackend>(&device, self.warmup, self.iters, || {
+                inner.forward(pred.clone(), target.clone(), Reduction::Mean).map(drop)
+            })?;
+            let fwd_bwd = median_ms::<B::InnerBackend>(&device, self.warmup, self.iters, || {
+                let p = Tensor::<B, 2>::from_inner(pred.clone()).require_grad();
+                let loss = outer.forward(p, Tensor::from_inner(target.clone()), Reduction::Mean)?;
+                drop(loss.backward());
+                Ok(())
+            })?;
+            Ok((forward, fwd_bwd))
+        };
+        let loss: SpectralLoss<B> = config.init(&device)?;
+        let frames = loss
+            .frames(self.samples)
+            .ok_or_else(|| Error::invalid("bench spectral", format!("at least W = {} samples", self.win), self.samples))?;
+        let (forward_ms, fwd_bwd_ms) = time(KernelChoice::Auto)?;
+        let reference = if self.reference { Some(time(KernelChoice::Reference)?) } else { None };
+        Ok(SpectralBenchResult {
+            win: self.win,
+            hop: self.hop,
+            signals: self.signals,
+            samples: self.samples,
+            frames,
+            backend: selected.clone(),
+            fused: loss.is_fused(&device),
+            forward_ms,
+            fwd_bwd_ms,
+            reference_forward_ms: reference.map(|r| r.0),
+            reference_fwd_bwd_ms: reference.map(|r| r.1),
+            speedup_vs_reference: reference.map(|r| r.1 / fwd_bwd_ms),
         })
     }
 }

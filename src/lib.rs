@@ -44,8 +44,9 @@ pub mod tensors;
 pub mod train;
 
 pub use backend::{dispatch, BackendKind, BackendTask, FftBackend, Precision, Selected};
-pub use ops::ButterflyOps;
+pub use ops::{ButterflyOps, KernelChoice, SpectralOps};
 pub use butterfly::{Butterfly, ButterflyConfig, ButterflyInit, Permutation};
+pub use spectral::{MultiResolutionSpectralLoss, MultiResolutionSpectralLossConfig, SpectralLoss, SpectralLossConfig};
 pub use error::{Error, Result};
 pub use train::{TrainConfig, TrainReport, Trainer};
 pub use reference::{ComplexMatrix, FftNorm, Target};

@@ -3,7 +3,7 @@
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use learned_fft::backend::{dispatch, select, BackendKind, BackendTask, FftBackend, Precision, Selected};
-use learned_fft::bench::ButterflyBench;
+use learned_fft::bench::{ButterflyBench, SpectralBench};
 use learned_fft::metrics::{self, exact_row};
 use learned_fft::train::progress::ProgressLine;
 use learned_fft::train::Checkpoint;
@@ -226,6 +226,31 @@ enum BenchCommand {
         #[arg(long)]
         verbose: bool,
     },
+    /// The spectral loss: forward, and forward + backward, on the fused path and on the
+    /// reference path of the same backend, for random signals.
+    Spectral {
+        /// Window length W.
+        #[arg(long, default_value_t = 1024)]
+        win: usize,
+        /// Hop H (default W/4).
+        #[arg(long)]
+        hop: Option<usize>,
+        /// Signals (batch rows).
+        #[arg(long, default_value_t = 64)]
+        signals: usize,
+        /// Samples per signal.
+        #[arg(long, default_value_t = 48000)]
+        samples: usize,
+        /// Untimed warm-up calls.
+        #[arg(long, default_value_t = 3)]
+        warmup: usize,
+        /// Timed calls (the median is reported).
+        #[arg(long, default_value_t = 20)]
+        iters: usize,
+        /// Skip the reference path (it can be slow on a CPU).
+        #[arg(long)]
+        no_reference: bool,
+    },
     /// The butterfly op: forward, and forward + backward, on random complex input.
     Butterfly {
         /// Transform size (a power of two >= 2).
@@ -315,6 +340,23 @@ fn run(cli: Cli) -> learned_fft::Result<serde_json::Value> {
                 );
             }
             Ok(json!({ "sweep": rows }))
+        }
+        Command::Bench(BenchCommand::Spectral { win, hop, signals, samples, warmup, iters, no_reference }) => {
+            let bench = SpectralBench { win, hop: hop.unwrap_or((win / 4).max(1)), signals, samples, warmup, iters, reference: !no_reference };
+            let r = dispatch(cli.backend, cli.precision, bench)?;
+            eprintln!(
+                "spectral W={} H={} {}×{} on {} ({}): forward {:.3} ms, fwd+bwd {:.3} ms; reference fwd+bwd {}",
+                r.win,
+                r.hop,
+                r.signals,
+                r.samples,
+                r.backend,
+                if r.fused { "fused" } else { "reference" },
+                r.forward_ms,
+                r.fwd_bwd_ms,
+                r.reference_fwd_bwd_ms.map(|t| format!("{t:.3} ms")).unwrap_or_else(|| "skipped".into())
+            );
+            Ok(serde_json::to_value(r).expect("bench results serialise"))
         }
         Command::Bench(BenchCommand::Butterfly { n, batch, warmup, iters }) => {
             let result = dispatch(cli.backend, cli.precision, ButterflyBench { n, batch, warmup, iters })?;

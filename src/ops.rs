@@ -1,4 +1,4 @@
-//! Backend-extension traits: one per op family.
+//! Backend-extension traits: one per op family ([`ButterflyOps`], [`SpectralOps`]).
 //!
 //! [`ButterflyOps`] is implemented for every backend learned-fft supports:
 //!
@@ -13,8 +13,11 @@
 //! gradient is again Burn's autodiff: no path ever lacks a backward.
 
 use burn::tensor::{backend::Backend, Tensor};
+use serde::{Deserialize, Serialize};
 
 use crate::butterfly::{butterfly_forward_reference, Permutation};
+use crate::error::Result;
+use crate::spectral::{stft_magnitudes_reference, Magnitude, StftTables};
 
 /// The butterfly product as a backend op.
 pub trait ButterflyOps: Backend {
@@ -42,4 +45,49 @@ pub trait ButterflyOps: Backend {
     fn butterfly_is_fused(_n: usize, _device: &Self::Device) -> bool {
         false
     }
+}
+
+/// The spectral loss's magnitude spectrogram as a backend op. Same backends and paths as
+/// [`ButterflyOps`]: the tensor-op reference on ndarray and candle; on CubeCL backends the fused
+/// forward kernel and, under `Autodiff`, the fused backward kernels through a custom `Backward`.
+/// Where the fused kernels cannot run (W not a power of two, W above
+/// [`crate::kernels::spectral::MAX_FUSED_WIN`]) every backend takes the reference path.
+pub trait SpectralOps: Backend {
+    /// Magnitudes of the windowed DFT of every frame: frames of W = `tables.win()` samples start
+    /// at 0 and step `hop`; bins 0…W/2.
+    ///
+    /// # Shapes
+    /// - `x`: `[signals, T]`
+    /// - returns `[signals, ⌊(T − W) / hop⌋ + 1, W/2 + 1]`
+    ///
+    /// # Errors
+    /// [`crate::Error::InvalidInput`] when T < W or hop = 0.
+    fn stft_magnitudes(
+        x: Tensor<Self, 2>,
+        tables: &StftTables<Self>,
+        hop: usize,
+        magnitude: Magnitude,
+        eps: f64,
+    ) -> Result<Tensor<Self, 3>> {
+        stft_magnitudes_reference(x, tables, hop, magnitude, eps)
+    }
+
+    /// Whether [`stft_magnitudes`](Self::stft_magnitudes) takes the fused kernel path for
+    /// window length `win` on `device` (false for the reference backends).
+    fn stft_is_fused(_win: usize, _device: &Self::Device) -> bool {
+        false
+    }
+}
+
+/// Which implementation an op takes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum KernelChoice {
+    /// The fused kernels where they can run (CubeCL backends, supported sizes), the reference
+    /// twin elsewhere.
+    #[default]
+    Auto,
+    /// The fused kernels, or an error where they cannot run.
+    Fused,
+    /// Always the tensor-op reference twin.
+    Reference,
 }

@@ -1,6 +1,10 @@
-//! `Autodiff<CubeBackend>`: the fused forward kernel, with a custom `Backward` that launches the
-//! fused backward kernel (input gradient and twiddle gradient in one launch, plus a
-//! deterministic reduction of the twiddle gradient over the batch).
+//! `Autodiff<CubeBackend>`: the fused forward kernels, each with a custom `Backward` that
+//! launches its fused backward kernels.
+//!
+//! - Butterfly: input gradient and twiddle gradient in one launch, plus a deterministic
+//!   reduction of the twiddle gradient over the batch.
+//! - Spectral magnitudes: per-(frame, offset) gradients from an on-chip inverse FFT, then a
+//!   gather of every covering frame's contribution into each sample.
 
 use burn::backend::autodiff::checkpoint::{base::Checkpointer, strategy::CheckpointStrategy};
 use burn::backend::autodiff::grads::Gradients;
@@ -12,8 +16,11 @@ use burn_cubecl::{element::BoolElement, CubeBackend, CubeRuntime, FloatElement, 
 
 use super::cubecl::split_packed;
 use crate::butterfly::{butterfly_forward_reference, Permutation};
+use crate::error::Result;
 use crate::kernels::butterfly as kernel;
-use crate::ops::ButterflyOps;
+use crate::kernels::spectral as spectral_kernel;
+use crate::ops::{ButterflyOps, SpectralOps};
+use crate::spectral::{check_stft, stft_magnitudes_reference, Magnitude, StftTables};
 
 /// The backward step of the fused butterfly: consumes the gradient of the packed output
 /// `[2, batch, n]` and registers the gradients of `x_re`, `x_im`, `tw_re`, `tw_im`.
@@ -98,5 +105,65 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement, C: Checkpo
 
     fn butterfly_is_fused(n: usize, device: &Self::Device) -> bool {
         CubeBackend::<R, F, I, BT>::butterfly_is_fused(n, device)
+    }
+}
+
+/// The backward step of the fused magnitude spectrogram: consumes the gradient of the
+/// magnitudes `[signals, frames, bins]` and registers the gradient of the signals.
+#[derive(Debug)]
+struct FusedStftBackward;
+
+/// What the spectrogram's backward needs: the signals and the constant tables (the spectrum is
+/// recomputed on-chip), and the op's parameters.
+#[derive(Clone, Debug)]
+struct StftState<T> {
+    x: T,
+    window: T,
+    twiddle_re: T,
+    twiddle_im: T,
+    hop: usize,
+    magnitude: Magnitude,
+    eps: f64,
+}
+
+impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> Backward<CubeBackend<R, F, I, BT>, 1> for FusedStftBackward {
+    type State = StftState<FloatTensor<CubeBackend<R, F, I, BT>>>;
+
+    fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _checkpointer: &mut Checkpointer) {
+        let [node_x] = ops.parents;
+        let grad_m = grads.consume::<CubeBackend<R, F, I, BT>>(&ops.node);
+        let s = ops.state;
+        if let Some(node) = node_x {
+            let grad_x = spectral_kernel::backward::<R, F>(grad_m, s.x, s.window, s.twiddle_re, s.twiddle_im, s.hop, s.magnitude, s.eps);
+            grads.register::<CubeBackend<R, F, I, BT>>(node.id, grad_x);
+        }
+    }
+}
+
+impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement, C: CheckpointStrategy> SpectralOps
+    for Autodiff<CubeBackend<R, F, I, BT>, C>
+{
+    fn stft_magnitudes(x: Tensor<Self, 2>, tables: &StftTables<Self>, hop: usize, magnitude: Magnitude, eps: f64) -> Result<Tensor<Self, 3>> {
+        if !Self::stft_is_fused(tables.win(), &x.device()) {
+            return stft_magnitudes_reference(x, tables, hop, magnitude, eps);
+        }
+        check_stft("stft_magnitudes", &x, tables.win(), hop)?;
+        let inner = |t: &Tensor<Self, 1>| t.clone().inner().into_primitive().tensor();
+        let (window, twiddle_re, twiddle_im) = (inner(&tables.window_values), inner(&tables.twiddle_re), inner(&tables.twiddle_im));
+        let xp = x.into_primitive().tensor();
+        let launch = |x| spectral_kernel::magnitudes::<R, F>(x, window.clone(), twiddle_re.clone(), twiddle_im.clone(), hop, magnitude, eps);
+        let m = match FusedStftBackward.prepare::<C>([xp.node.clone()]).compute_bound().stateful() {
+            OpsKind::Tracked(prep) => {
+                let out = launch(xp.primitive.clone());
+                let state = StftState { x: xp.primitive, window: window.clone(), twiddle_re: twiddle_re.clone(), twiddle_im: twiddle_im.clone(), hop, magnitude, eps };
+                prep.finish(state, out)
+            }
+            OpsKind::UnTracked(prep) => prep.finish(launch(xp.primitive)),
+        };
+        Ok(Tensor::from_primitive(TensorPrimitive::Float(m)))
+    }
+
+    fn stft_is_fused(win: usize, device: &Self::Device) -> bool {
+        CubeBackend::<R, F, I, BT>::stft_is_fused(win, device)
     }
 }

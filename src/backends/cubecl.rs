@@ -4,8 +4,11 @@ use burn::tensor::{Tensor, TensorPrimitive};
 use burn_cubecl::{element::BoolElement, CubeBackend, CubeRuntime, FloatElement, IntElement};
 
 use crate::butterfly::{butterfly_forward_reference, Permutation};
+use crate::error::Result;
 use crate::kernels::butterfly as kernel;
-use crate::ops::ButterflyOps;
+use crate::kernels::spectral as spectral_kernel;
+use crate::ops::{ButterflyOps, SpectralOps};
+use crate::spectral::{check_stft, stft_magnitudes_reference, Magnitude, StftTables};
 
 impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> ButterflyOps for CubeBackend<R, F, I, BT> {
     fn butterfly(
@@ -31,6 +34,29 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> ButterflyO
 
     fn butterfly_is_fused(n: usize, device: &Self::Device) -> bool {
         kernel::fused_supported::<R, F>(n, device)
+    }
+}
+
+impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> SpectralOps for CubeBackend<R, F, I, BT> {
+    fn stft_magnitudes(x: Tensor<Self, 2>, tables: &StftTables<Self>, hop: usize, magnitude: Magnitude, eps: f64) -> Result<Tensor<Self, 3>> {
+        if !Self::stft_is_fused(tables.win(), &x.device()) {
+            return stft_magnitudes_reference(x, tables, hop, magnitude, eps);
+        }
+        check_stft("stft_magnitudes", &x, tables.win(), hop)?;
+        let m = spectral_kernel::magnitudes::<R, F>(
+            x.into_primitive().tensor(),
+            tables.window_values.clone().into_primitive().tensor(),
+            tables.twiddle_re.clone().into_primitive().tensor(),
+            tables.twiddle_im.clone().into_primitive().tensor(),
+            hop,
+            magnitude,
+            eps,
+        );
+        Ok(Tensor::from_primitive(TensorPrimitive::Float(m)))
+    }
+
+    fn stft_is_fused(win: usize, device: &Self::Device) -> bool {
+        spectral_kernel::fused_supported::<R, F>(win, device)
     }
 }
 

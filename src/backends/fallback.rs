@@ -7,7 +7,7 @@ use burn::backend::candle::{FloatCandleElement, IntCandleElement};
 use burn::backend::ndarray::{FloatNdArrayElement, IntNdArrayElement, NdArrayTensor, QuantElement, SharedArray};
 use burn::backend::{Autodiff, Candle, NdArray};
 
-use crate::ops::ButterflyOps;
+use crate::ops::{ButterflyOps, SpectralOps};
 
 impl<E: FloatNdArrayElement, I: IntNdArrayElement, Q: QuantElement> ButterflyOps for NdArray<E, I, Q> where
     NdArrayTensor: From<SharedArray<E>> + From<SharedArray<I>>
@@ -26,3 +26,21 @@ impl<F: FloatCandleElement, I: IntCandleElement> ButterflyOps for Candle<F, I> {
 
 #[allow(deprecated)]
 impl<F: FloatCandleElement, I: IntCandleElement, C: CheckpointStrategy> ButterflyOps for Autodiff<Candle<F, I>, C> {}
+
+impl<E: FloatNdArrayElement, I: IntNdArrayElement, Q: QuantElement> SpectralOps for NdArray<E, I, Q> where
+    NdArrayTensor: From<SharedArray<E>> + From<SharedArray<I>>
+{
+}
+
+impl<E: FloatNdArrayElement, I: IntNdArrayElement, Q: QuantElement, C: CheckpointStrategy> SpectralOps
+    for Autodiff<NdArray<E, I, Q>, C>
+where
+    NdArrayTensor: From<SharedArray<E>> + From<SharedArray<I>>,
+{
+}
+
+#[allow(deprecated)]
+impl<F: FloatCandleElement, I: IntCandleElement> SpectralOps for Candle<F, I> {}
+
+#[allow(deprecated)]
+impl<F: FloatCandleElement, I: IntCandleElement, C: CheckpointStrategy> SpectralOps for Autodiff<Candle<F, I>, C> {}

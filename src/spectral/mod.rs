@@ -12,23 +12,34 @@
 //! `sqrt(Σ … + eps)` for the same reason. eps defaults to 1e-8 (relative to signals of unit
 //! scale).
 //!
-//! This module is the reference twin: framing with tensor ops, the DFT as a matmul with a
-//! cos/sin basis computed in f64 (the window folded in), magnitude, distance, reduction; the
-//! gradient comes from Burn's autodiff on every backend.
+//! **Two paths, one loss.** The magnitude spectrogram goes through [`SpectralOps`]: on CubeCL
+//! backends (wgpu, CUDA) the fused kernels of [`crate::kernels::spectral`] (each frame's FFT
+//! on-chip; the backward accumulates every bin's and every overlapping frame's contribution into
+//! each sample, deterministically); elsewhere, or when [`SpectralLossConfig::kernel`] asks for
+//! it, the reference twin: framing with tensor ops, the DFT as a matmul with a cos/sin basis
+//! computed in f64 (the window folded in), its gradient from Burn's autodiff. The fused kernels
+//! need W to be a power of two up to [`crate::kernels::spectral::MAX_FUSED_WIN`]; with
+//! [`KernelChoice::Auto`] other windows take the reference path, with [`KernelChoice::Fused`]
+//! they are an error. The distance and the reductions are tensor ops on both paths; the sums
+//! are taken one axis at a time (no atomics), so the loss is deterministic.
 
 mod reference;
+mod stft;
 mod window;
 
 pub use reference::{distance, magnitudes};
+pub use stft::{check_stft, stft_magnitudes, stft_magnitudes_reference, StftTables};
 pub use window::{frame_count, frame_indices, reflect_indices, Window};
+
+pub use crate::ops::KernelChoice;
 
 use burn::config::Config;
 use burn::nn::loss::Reduction;
-use burn::tensor::{backend::Backend, Int, Tensor};
+use burn::tensor::{backend::Backend, Tensor};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::tensors::{float_tensor, int_tensor};
+use crate::ops::SpectralOps;
 
 /// How a bin's magnitude is measured.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -77,6 +88,9 @@ pub struct SpectralLossConfig {
     /// Reflect-pad the signal by W/2 on both sides first (torch.stft's `center=True`).
     #[config(default = false)]
     pub center: bool,
+    /// Fused kernels or the reference twin (see the module docs).
+    #[config(default = "KernelChoice::Auto")]
+    pub kernel: KernelChoice,
 }
 
 impl SpectralLossConfig {
@@ -95,35 +109,18 @@ impl SpectralLossConfig {
         if !(self.spectral_convergence.is_finite() && self.spectral_convergence >= 0.0) {
             return Err(Error::invalid(op, "spectral_convergence finite and ≥ 0", self.spectral_convergence));
         }
-        let (w, bins) = (self.win, self.win / 2 + 1);
-        let window = self.window.values(w);
-        let mut re = vec![0.0; w * bins];
-        let mut im = vec![0.0; w * bins];
-        for n in 0..w {
-            for k in 0..bins {
-                // Reduce n·k mod W first so the angle is exact for large W.
-                let angle = 2.0 * std::f64::consts::PI * ((n * k) % w) as f64 / w as f64;
-                re[n * bins + k] = window[n] * angle.cos();
-                im[n * bins + k] = -window[n] * angle.sin();
-            }
-        }
-        Ok(SpectralLoss {
-            basis_re: float_tensor(re, [w, bins], device),
-            basis_im: float_tensor(im, [w, bins], device),
-            config: self.clone(),
-        })
+        Ok(SpectralLoss { tables: StftTables::new(self.win, self.window, device)?, config: self.clone() })
     }
 }
 
 /// The spectral loss (see the module docs).
 #[derive(Clone, Debug)]
 pub struct SpectralLoss<B: Backend> {
-    basis_re: Tensor<B, 2>,
-    basis_im: Tensor<B, 2>,
+    tables: StftTables<B>,
     config: SpectralLossConfig,
 }
 
-impl<B: Backend> SpectralLoss<B> {
+impl<B: SpectralOps> SpectralLoss<B> {
     /// The configuration.
     pub fn config(&self) -> &SpectralLossConfig {
         &self.config
@@ -140,25 +137,48 @@ impl<B: Backend> SpectralLoss<B> {
         frame_count(t, self.config.win, self.config.hop)
     }
 
-    /// Frames of a batch of signals: `[batch, T]` → `[batch, frames, W]`.
-    fn frame(&self, x: Tensor<B, 2>, op: &'static str) -> Result<Tensor<B, 3>> {
-        let [batch, t] = x.dims();
-        let (w, hop) = (self.config.win, self.config.hop);
-        let device = x.device();
-        let (x, t) = if self.config.center {
-            let pad = w / 2;
-            if pad >= t {
-                return Err(Error::invalid(op, format!("more than W/2 = {pad} samples per signal to reflect-pad (center = true)"), t));
+    /// Whether [`forward`](Self::forward) takes the fused kernels on `device`.
+    pub fn is_fused(&self, device: &B::Device) -> bool {
+        self.config.kernel != KernelChoice::Reference && B::stft_is_fused(self.config.win, device)
+    }
+
+    /// The signal as framed: reflect-padded by W/2 on both sides when `center` is on.
+    fn pad(&self, x: Tensor<B, 2>, op: &'static str) -> Result<Tensor<B, 2>> {
+        if !self.config.center {
+            return Ok(x);
+        }
+        let t = x.dims()[1];
+        let pad = self.config.win / 2;
+        if pad >= t {
+            return Err(Error::invalid(op, format!("more than W/2 = {pad} samples per signal to reflect-pad (center = true)"), t));
+        }
+        Ok(stft::select_columns(x, reflect_indices(t, pad)))
+    }
+
+    /// One signal batch's magnitude spectrogram on the configured path.
+    fn spectrogram(&self, x: Tensor<B, 2>, op: &'static str) -> Result<Tensor<B, 3>> {
+        let c = &self.config;
+        let x = self.pad(x, op)?;
+        check_stft(op, &x, c.win, c.hop)?;
+        let fused = match c.kernel {
+            KernelChoice::Reference => false,
+            KernelChoice::Auto => B::stft_is_fused(c.win, &x.device()),
+            KernelChoice::Fused => {
+                if !B::stft_is_fused(c.win, &x.device()) {
+                    return Err(Error::invalid(
+                        op,
+                        format!("a window the fused kernels support (kernel = Fused: a CubeCL backend and W a power of two in 2…{})", crate::kernels::spectral::MAX_FUSED_WIN),
+                        format!("W = {} on {}", c.win, std::any::type_name::<B>()),
+                    ));
+                }
+                true
             }
-            let idx = reflect_indices(t, pad);
-            let len = idx.len();
-            (x.select(1, int_tensor::<B, 1>(idx, [len], &device)), len)
-        } else {
-            (x, t)
         };
-        let frames = frame_count(t, w, hop).ok_or_else(|| Error::invalid(op, format!("at least W = {w} samples per signal"), format!("{t} samples")))?;
-        let idx: Tensor<B, 1, Int> = int_tensor(frame_indices(frames, w, hop), [frames * w], &device);
-        Ok(x.select(1, idx).reshape([batch, frames, w]))
+        if fused {
+            B::stft_magnitudes(x, &self.tables, c.hop, c.magnitude, c.eps)
+        } else {
+            stft_magnitudes_reference(x, &self.tables, c.hop, c.magnitude, c.eps)
+        }
     }
 
     fn check(&self, pred: &Tensor<B, 2>, target: &Tensor<B, 2>, op: &'static str) -> Result<()> {
@@ -172,10 +192,7 @@ impl<B: Backend> SpectralLoss<B> {
     pub fn spectrograms(&self, pred: Tensor<B, 2>, target: Tensor<B, 2>) -> Result<(Tensor<B, 3>, Tensor<B, 3>)> {
         let op = "spectral_loss.forward";
         self.check(&pred, &target, op)?;
-        let c = &self.config;
-        let mp = magnitudes(self.frame(pred, op)?, &self.basis_re, &self.basis_im, c.magnitude, c.eps);
-        let mt = magnitudes(self.frame(target, op)?, &self.basis_re, &self.basis_im, c.magnitude, c.eps);
-        Ok((mp, mt))
+        Ok((self.spectrogram(pred, op)?, self.spectrogram(target, op)?))
     }
 
     /// The per-(frame, bin) distance, without reduction and without the spectral-convergence
@@ -203,19 +220,26 @@ impl<B: Backend> SpectralLoss<B> {
         let batch = pred.dims()[0];
         let (mp, mt) = self.spectrograms(pred, target)?;
         let d = distance(mp.clone(), mt.clone(), self.config.distance);
+        let count = d.dims().iter().product::<usize>();
         let mut loss = match reduction {
-            Reduction::Mean | Reduction::Auto => d.mean(),
-            Reduction::Sum => d.sum(),
-            Reduction::BatchMean => d.sum().div_scalar(batch as f64),
+            Reduction::Mean | Reduction::Auto => sum_all(d).div_scalar(count as f64),
+            Reduction::Sum => sum_all(d),
+            Reduction::BatchMean => sum_all(d).div_scalar(batch as f64),
         };
         if self.config.spectral_convergence > 0.0 {
             let eps = self.config.eps;
-            let num = ((mt.clone() - mp).powi_scalar(2).sum() + eps).sqrt();
-            let den = (mt.powi_scalar(2).sum() + eps).sqrt();
+            let num = (sum_all((mt.clone() - mp).powi_scalar(2)) + eps).sqrt();
+            let den = (sum_all(mt.powi_scalar(2)) + eps).sqrt();
             loss = loss + (num / den).mul_scalar(self.config.spectral_convergence);
         }
         Ok(loss)
     }
+}
+
+/// The sum of all entries, one axis at a time: each step is a per-output reduction without
+/// atomics, so the value does not change from run to run (a one-shot sum may use atomics).
+fn sum_all<B: Backend>(x: Tensor<B, 3>) -> Tensor<B, 1> {
+    x.sum_dim(2).sum_dim(1).sum_dim(0).reshape([1])
 }
 
 /// Several [`SpectralLoss`]es at different resolutions, summed. Each resolution is a full
@@ -245,7 +269,7 @@ pub struct MultiResolutionSpectralLoss<B: Backend> {
     losses: Vec<SpectralLoss<B>>,
 }
 
-impl<B: Backend> MultiResolutionSpectralLoss<B> {
+impl<B: SpectralOps> MultiResolutionSpectralLoss<B> {
     /// The single-resolution losses.
     pub fn losses(&self) -> &[SpectralLoss<B>] {
         &self.losses

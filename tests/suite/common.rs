@@ -135,3 +135,25 @@ pub(crate) use per_backend;
 pub fn is_f64<B: Backend>() -> bool {
     std::mem::size_of::<B::FloatElem>() == 8
 }
+
+/// Declares the CubeCL tests of a generic `$check::<B>(&device)`: wgpu always, CUDA with the
+/// `cuda` feature.
+macro_rules! on_cubecl {
+    ($check:ident) => {
+        mod $check {
+            use crate::common::*;
+            #[test]
+            fn wgpu_f32() {
+                if let Some(device) = wgpu_device() {
+                    super::$check::<WgpuBackend>(&device);
+                }
+            }
+            #[cfg(feature = "cuda")]
+            #[test]
+            fn cuda_f32() {
+                super::$check::<learned_fft::backend::CudaBackend<f32, i32>>(&Default::default());
+            }
+        }
+    };
+}
+pub(crate) use on_cubecl;

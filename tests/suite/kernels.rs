@@ -142,24 +142,6 @@ where
     }
 }
 
-macro_rules! on_cubecl {
-    ($check:ident) => {
-        mod $check {
-            use crate::common::*;
-            #[test]
-            fn wgpu_f32() {
-                if let Some(device) = wgpu_device() {
-                    super::$check::<WgpuBackend>(&device);
-                }
-            }
-            #[cfg(feature = "cuda")]
-            #[test]
-            fn cuda_f32() {
-                super::$check::<learned_fft::backend::CudaBackend<f32, i32>>(&Default::default());
-            }
-        }
-    };
-}
 on_cubecl!(check_kernel_matches_reference);
 on_cubecl!(check_deterministic);
 on_cubecl!(check_adam_trajectory);

@@ -8,6 +8,8 @@
 //!   determinism, an optimiser trajectory) on wgpu, and on CUDA with the `cuda` feature.
 //! - `spectral`: the spectral loss reference against an f64 STFT, finite differences, overlap
 //!   accumulation, zero inputs, bad input.
+//! - `spectral_kernels`: the fused spectral kernels against the reference twin (loss, both
+//!   gradients, every option), determinism, overlap accumulation, a fused path that cannot run.
 //! - `train`: the trainer reaches the bars from random init; TensorBoard, checkpoints, resume
 //!   after SIGKILL, export, divergence.
 //! - `errors`: bad input gives a clear error.
@@ -21,5 +23,6 @@ mod exact_fft;
 mod gradients;
 mod kernels;
 mod spectral;
+mod spectral_kernels;
 mod train;
 mod truth;

@@ -6,8 +6,9 @@
 //! `g_x0 = conj(t00)·g_y0 + conj(t10)·g_y1`, `g_x1 = conj(t01)·g_y0 + conj(t11)·g_y1`, and
 //! `g_tab = g_ya · conj(x_b)` summed over the batch.
 
-use burn::tensor::Shape;
 use burn_cubecl::{kernel::into_contiguous, tensor::CubeTensor, CubeRuntime, FloatElement};
+
+use crate::kernels::empty;
 use cubecl::{prelude::*, CubeCount, CubeDim};
 
 use super::forward::permuted;
@@ -54,13 +55,13 @@ pub(crate) fn butterfly_backward_kernel<F: Float>(
     }
     let batch = batch as usize;
     let cubes = cubes as usize;
-    let cube = CUBE_POS as usize;
+    let cube = CUBE_POS;
     if cube >= cubes {
         terminate!();
     }
     let t = UNIT_POS_X as usize;
     let plane = batch * n;
-    let chunks = (batch + rows - 1) / rows;
+    let chunks = batch.div_ceil(rows);
 
     let mut chunk = cube;
     while chunk < chunks {
@@ -202,12 +203,6 @@ pub(crate) fn sum_partials_kernel<F: Float>(parts: &Tensor<F>, out: &mut Tensor<
         sum += parts[p * len + e];
     }
     out[e] = sum;
-}
-
-fn empty<R: CubeRuntime, F: FloatElement>(like: &CubeTensor<R>, dims: Vec<usize>) -> CubeTensor<R> {
-    let shape = Shape::from(dims);
-    let buffer = like.client.empty(shape.num_elements() * core::mem::size_of::<F>());
-    CubeTensor::new_contiguous(like.client.clone(), like.device.clone(), shape, buffer, F::dtype())
 }
 
 /// Launches the fused backward. Takes the packed output gradient `[2, batch, n]` and the

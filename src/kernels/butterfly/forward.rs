@@ -49,7 +49,7 @@ pub(crate) fn butterfly_forward_kernel<F: Float>(
     let mut s_re = SharedMemory::<F>::new(comptime![rows * n]);
     let mut s_im = SharedMemory::<F>::new(comptime![rows * n]);
     let batch = batch as usize;
-    let first_row = CUBE_POS as usize * rows;
+    let first_row = CUBE_POS * rows;
     if first_row >= batch {
         terminate!();
     }

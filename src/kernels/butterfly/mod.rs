@@ -15,6 +15,7 @@ mod forward;
 
 pub use backward::backward;
 pub use forward::forward;
+pub(crate) use forward::reverse_bits;
 
 use burn_cubecl::{CubeRuntime, FloatElement};
 

@@ -1,0 +1,135 @@
+//! The magnitude spectrogram at the heart of the loss: its constant tables, the checked entry
+//! point, and the tensor-op reference twin.
+
+use burn::tensor::{backend::Backend, Tensor};
+
+use super::frame_indices;
+
+use super::{frame_count, magnitudes, Magnitude, Window};
+use crate::error::{Error, Result};
+use crate::ops::SpectralOps;
+use crate::tensors::{float_tensor, int_tensor};
+
+/// The constants of a short-time transform of window length W, computed once in f64 and stored
+/// on the device in the backend's float type: the windowed DFT basis of the reference path and
+/// the window and twiddle tables of the fused kernels.
+#[derive(Clone, Debug)]
+pub struct StftTables<B: Backend> {
+    win: usize,
+    window: Window,
+    /// `[W, W/2 + 1]`: `window[n]·cos(2π nk/W)`.
+    pub(crate) basis_re: Tensor<B, 2>,
+    /// `[W, W/2 + 1]`: `−window[n]·sin(2π nk/W)`.
+    pub(crate) basis_im: Tensor<B, 2>,
+    /// `[W]`: the window.
+    pub(crate) window_values: Tensor<B, 1>,
+    /// `[W/2]`: `cos(2π j/W)`.
+    pub(crate) twiddle_re: Tensor<B, 1>,
+    /// `[W/2]`: `−sin(2π j/W)`.
+    pub(crate) twiddle_im: Tensor<B, 1>,
+}
+
+impl<B: Backend> StftTables<B> {
+    /// The tables for window length `win` (at least 2) and `window`, on `device`.
+    pub fn new(win: usize, window: Window, device: &B::Device) -> Result<Self> {
+        if win < 2 {
+            return Err(Error::invalid("stft_tables", "win ≥ 2", win));
+        }
+        let bins = win / 2 + 1;
+        let values = window.values(win);
+        // Reduce n·k mod W first so the angle is exact for large W.
+        let angle = |i: usize| 2.0 * std::f64::consts::PI * (i % win) as f64 / win as f64;
+        let mut re = vec![0.0; win * bins];
+        let mut im = vec![0.0; win * bins];
+        for n in 0..win {
+            for k in 0..bins {
+                re[n * bins + k] = values[n] * angle(n * k).cos();
+                im[n * bins + k] = -values[n] * angle(n * k).sin();
+            }
+        }
+        let half = win / 2;
+        Ok(StftTables {
+            win,
+            window,
+            basis_re: float_tensor(re, [win, bins], device),
+            basis_im: float_tensor(im, [win, bins], device),
+            window_values: float_tensor(values, [win], device),
+            twiddle_re: float_tensor((0..half).map(|j| angle(j).cos()).collect(), [half], device),
+            twiddle_im: float_tensor((0..half).map(|j| -angle(j).sin()).collect(), [half], device),
+        })
+    }
+
+    /// The window length W.
+    pub fn win(&self) -> usize {
+        self.win
+    }
+
+    /// The analysis window.
+    pub fn window(&self) -> Window {
+        self.window
+    }
+
+    /// Number of bins, W/2 + 1.
+    pub fn bins(&self) -> usize {
+        self.win / 2 + 1
+    }
+}
+
+/// Checks the input of a magnitude spectrogram: `x` is `[signals, T]` with T ≥ W and hop ≥ 1.
+/// Returns the number of frames.
+pub fn check_stft<B: Backend>(op: &'static str, x: &Tensor<B, 2>, win: usize, hop: usize) -> Result<usize> {
+    if hop == 0 {
+        return Err(Error::invalid(op, "hop ≥ 1", hop));
+    }
+    let t = x.dims()[1];
+    frame_count(t, win, hop).ok_or_else(|| Error::invalid(op, format!("at least W = {win} samples per signal"), format!("{t} samples")))
+}
+
+/// The magnitude spectrogram through the tensor-op reference: frames gathered with `select`,
+/// the DFT as a matmul with the windowed basis, the magnitude; its gradient comes from Burn's
+/// autodiff.
+///
+/// # Shapes
+/// - `x`: `[signals, T]` → `[signals, frames, W/2 + 1]`, frames = ⌊(T − W) / hop⌋ + 1
+///
+/// # Errors
+/// [`Error::InvalidInput`] when T < W or hop = 0.
+pub fn stft_magnitudes_reference<B: Backend>(x: Tensor<B, 2>, tables: &StftTables<B>, hop: usize, magnitude: Magnitude, eps: f64) -> Result<Tensor<B, 3>> {
+    let win = tables.win;
+    let frames = check_stft("stft_magnitudes", &x, win, hop)?;
+    let [signals, _] = x.dims();
+    let framed = select_columns(x, frame_indices(frames, win, hop)).reshape([signals, frames, win]);
+    Ok(magnitudes(framed, &tables.basis_re, &tables.basis_im, magnitude, eps))
+}
+
+/// The magnitude spectrogram on `B`'s fastest path: the fused kernels where
+/// [`SpectralOps::stft_is_fused`] says so, the reference twin elsewhere.
+///
+/// # Shapes
+/// - `x`: `[signals, T]` → `[signals, frames, W/2 + 1]`
+///
+/// # Errors
+/// [`Error::InvalidInput`] when T < W or hop = 0.
+pub fn stft_magnitudes<B: SpectralOps>(x: Tensor<B, 2>, tables: &StftTables<B>, hop: usize, magnitude: Magnitude, eps: f64) -> Result<Tensor<B, 3>> {
+    B::stft_magnitudes(x, tables, hop, magnitude, eps)
+}
+
+/// Largest index tensor given to one `select`. Burn 0.21's `select` backward on wgpu returns
+/// wrong gradients once the index has more than 65 535 entries (seen on lavapipe; its `unfold`
+/// and reflect `pad` are wrong elsewhere, so framing stays a `select`): longer gathers are split
+/// and concatenated.
+const MAX_SELECT_INDICES: usize = 1 << 15;
+
+/// `x.select(1, indices)` for `[rows, cols]`, in pieces of at most [`MAX_SELECT_INDICES`].
+pub(crate) fn select_columns<B: Backend>(x: Tensor<B, 2>, indices: Vec<i64>) -> Tensor<B, 2> {
+    let device = x.device();
+    let pieces: Vec<Tensor<B, 2>> = indices
+        .chunks(MAX_SELECT_INDICES)
+        .map(|c| x.clone().select(1, int_tensor::<B, 1>(c.to_vec(), [c.len()], &device)))
+        .collect();
+    if pieces.len() == 1 {
+        pieces.into_iter().next().expect("one piece")
+    } else {
+        Tensor::cat(pieces, 1)
+    }
+}

@@ -1,0 +1,199 @@
+//! The fused spectral kernels against the reference twin on the same backend: the loss and the
+//! gradients of both inputs over windows, hops, batches and every option; determinism; the
+//! accumulation over overlapping frames; and the errors of a fused path that cannot run.
+
+use burn::backend::Autodiff;
+use burn::nn::loss::Reduction;
+use burn::tensor::backend::Backend;
+use learned_fft::spectral::{Distance, KernelChoice, Magnitude, SpectralLoss, SpectralLossConfig, Window};
+use learned_fft::SpectralOps;
+
+use crate::common::*;
+
+/// Fused against reference in f32, relative error of the loss (the acceptance bar). Both paths
+/// compute each bin in f32, as an FFT or as a W-term dot product; the loss averages many bins.
+const LOSS_F32_REL: f64 = 1e-5;
+/// Fused against reference in f32, relative RMS error of each input's gradient (the acceptance
+/// bar). The log magnitude's gradient `re/(re² + im² + eps)` is ill-conditioned where a bin is
+/// near zero: an f32 DFT's absolute error (~ε·‖frame‖·log W for the FFT, ~ε·‖frame‖·W for the
+/// dot product) becomes a large relative error there, and with many overlapping frames such bins
+/// are common. Where the two f32 paths then differ by more than the bar, the checker measures
+/// both against the f64 gradient and requires the fused one to be about as accurate as the
+/// reference, see [`LOG_ACCURACY_RATIO`].
+const GRAD_F32_REL: f64 = 1e-4;
+/// In those ill-conditioned log-magnitude cases the fused gradient's error against f64 may be at
+/// most this many times the reference's: the two f32 paths' errors scatter around each other
+/// (measured at W = 512, H = 1, log/L2, rectangular: fused/reference = 0.42 for one input's
+/// gradient and 1.56 for the other's, each about 1e-3 against f64).
+const LOG_ACCURACY_RATIO: f64 = 2.0;
+
+const OPTIONS: [(Magnitude, Distance); 6] = [
+    (Magnitude::Linear, Distance::L1),
+    (Magnitude::Linear, Distance::L2),
+    (Magnitude::Power, Distance::L1),
+    (Magnitude::Power, Distance::L2),
+    (Magnitude::Log, Distance::L1),
+    (Magnitude::Log, Distance::L2),
+];
+
+fn rel_rms(a: &[f64], b: &[f64]) -> f64 {
+    let num: f64 = a.iter().zip(b).map(|(x, y)| (x - y) * (x - y)).sum();
+    let den: f64 = b.iter().map(|y| y * y).sum();
+    (num / den.max(f64::MIN_POSITIVE)).sqrt()
+}
+
+/// Loss and gradients `(loss, grad pred, grad target)` on one path.
+fn run<B: Backend>(cfg: &SpectralLossConfig, kernel: KernelChoice, pred: &[f64], target: &[f64], batch: usize, t: usize, device: &B::Device) -> (f64, Vec<f64>, Vec<f64>)
+where
+    Autodiff<B>: SpectralOps<Device = B::Device>,
+{
+    type A<B> = Autodiff<B>;
+    let loss: SpectralLoss<A<B>> = cfg.clone().with_kernel(kernel).init(device).unwrap();
+    let p = tensor2::<A<B>>(pred, batch, t, device).require_grad();
+    let q = tensor2::<A<B>>(target, batch, t, device).require_grad();
+    let l = loss.forward(p.clone(), q.clone(), Reduction::Mean).unwrap();
+    let value = host(l.clone())[0];
+    let g = l.backward();
+    (value, host(p.grad(&g).unwrap()), host(q.grad(&g).unwrap()))
+}
+
+/// The cases: every W = 2…1024 (and 4096, the largest fused window) with H ∈ {1, W/4, W/2, W},
+/// T not a multiple of H, batch cycling 1…8, and the six magnitude/distance options, windows,
+/// center and spectral convergence cycling over the cases.
+fn cases() -> Vec<(SpectralLossConfig, usize, usize)> {
+    let mut out = Vec::new();
+    let mut case = 0usize;
+    for w in sizes_up_to(1024).chain([4096]) {
+        let mut hops: Vec<usize> = if w == 4096 { vec![w / 2] } else { vec![1, w / 4, w / 2, w] };
+        hops.retain(|&h| h >= 1);
+        hops.dedup();
+        for hop in hops {
+            let (magnitude, distance) = OPTIONS[case % OPTIONS.len()];
+            let window = [Window::Hann, Window::Hamming, Window::Rectangular][case % 3];
+            let cfg = SpectralLossConfig::new(w, hop)
+                .with_magnitude(magnitude)
+                .with_distance(distance)
+                .with_window(window)
+                .with_center(case % 4 == 1)
+                .with_spectral_convergence(if case % 5 == 2 { 0.5 } else { 0.0 });
+            let batch = 1 + case % 8;
+            // A few frames (more when the hop is small), and T mod H ≠ 0 where H > 1.
+            let t = w + hop * (2 + case % 3) + hop.max(2) / 2 + usize::from(hop > 2);
+            out.push((cfg, batch, t));
+            case += 1;
+        }
+    }
+    out
+}
+
+/// The shared checker: fused = reference on the loss and both gradients, every case.
+fn check_fused_matches_reference<B: Backend>(device: &B::Device)
+where
+    Autodiff<B>: SpectralOps<Device = B::Device>,
+{
+    let mut seen = std::collections::HashSet::new();
+    for (i, (cfg, batch, t)) in cases().into_iter().enumerate() {
+        assert!(SpectralLoss::<Autodiff<B>>::is_fused(&cfg.init(device).unwrap(), device), "W={}: the fused path is not taken", cfg.win);
+        seen.insert((cfg.magnitude as u8, cfg.distance as u8));
+        let pred = round_to_backend::<B>(&normals(3000 + i as u64, batch * t), device);
+        let target = round_to_backend::<B>(&normals(4000 + i as u64, batch * t), device);
+        let fused = run::<B>(&cfg, KernelChoice::Fused, &pred, &target, batch, t, device);
+        let reference = run::<B>(&cfg, KernelChoice::Reference, &pred, &target, batch, t, device);
+        let mut truth = None;
+        let what = format!("W={} H={} T={t} batch={batch} {:?} {:?} {:?} center={} sc={}", cfg.win, cfg.hop, cfg.magnitude, cfg.distance, cfg.window, cfg.center, cfg.spectral_convergence);
+        let loss_err = (fused.0 - reference.0).abs() / reference.0.abs();
+        assert!(loss_err <= LOSS_F32_REL, "{what}: loss {} vs reference {} (rel {loss_err:e})", fused.0, reference.0);
+        for (name, a, b) in [("pred", &fused.1, &reference.1), ("target", &fused.2, &reference.2)] {
+            let err = rel_rms(a, b);
+            if err <= GRAD_F32_REL {
+                continue;
+            }
+            assert!(cfg.magnitude == Magnitude::Log, "{what}: grad {name} rel RMS {err:e} > {GRAD_F32_REL:e}");
+            let f64_grads = truth.get_or_insert_with(|| run::<NdArrayBackend<f64>>(&cfg, KernelChoice::Reference, &pred, &target, batch, t, &Default::default()));
+            let want = if name == "pred" { &f64_grads.1 } else { &f64_grads.2 };
+            let (fused_err, reference_err) = (rel_rms(a, want), rel_rms(b, want));
+            assert!(
+                fused_err <= LOG_ACCURACY_RATIO * reference_err,
+                "{what}: grad {name}: fused vs reference {err:e} > {GRAD_F32_REL:e}, and against f64 the fused path's error is over {LOG_ACCURACY_RATIO}× the reference's ({fused_err:e} vs {reference_err:e})"
+            );
+        }
+    }
+    assert_eq!(seen.len(), OPTIONS.len(), "every magnitude/distance option is covered");
+}
+
+/// Two runs of the fused path give bitwise-identical losses and gradients (no atomics).
+fn check_fused_deterministic<B: Backend>(device: &B::Device)
+where
+    Autodiff<B>: SpectralOps<Device = B::Device>,
+{
+    let (batch, t) = (8, 3001);
+    let cfg = SpectralLossConfig::new(256, 64).with_spectral_convergence(1.0);
+    let (pred, target) = (normals(51, batch * t), normals(52, batch * t));
+    let first = run::<B>(&cfg, KernelChoice::Fused, &pred, &target, batch, t, device);
+    let second = run::<B>(&cfg, KernelChoice::Fused, &pred, &target, batch, t, device);
+    assert_eq!(first.0.to_bits(), second.0.to_bits(), "the loss differs between two runs");
+    for (a, b) in [(&first.1, &second.1), (&first.2, &second.2)] {
+        assert!(a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits()), "a gradient differs between two runs");
+    }
+}
+
+/// With H < W, the fused backward's gradient at samples covered by ≥ 2 frames equals the f64
+/// reference gradient (itself checked against finite differences in `spectral`), and is far
+/// from what an overwriting backward (the last covering frame alone) would give.
+fn check_fused_accumulates_overlaps<B: Backend>(device: &B::Device)
+where
+    Autodiff<B>: SpectralOps<Device = B::Device>,
+{
+    let (w, hop, t) = (16, 4, 45);
+    let cfg = SpectralLossConfig::new(w, hop).with_distance(Distance::L2);
+    let pred = round_to_backend::<B>(&normals(71, t), device);
+    let target = round_to_backend::<B>(&normals(72, t), device);
+    let fused = run::<B>(&cfg, KernelChoice::Fused, &pred, &target, 1, t, device).1;
+    let want = crate::spectral::grads(&cfg.clone(), &pred, &target, 1, t).0;
+    let frames = learned_fft::spectral::frame_count(t, w, hop).unwrap();
+    let covering = |i: usize| (0..frames).filter(|f| f * hop <= i && i < f * hop + w).collect::<Vec<_>>();
+    // Mean reduction here, Sum in `grads`: scale by the number of (frame, bin) terms.
+    let terms = (frames * (w / 2 + 1)) as f64;
+    let scale = want.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+    let mut overwrite_far = 0;
+    let multi: Vec<usize> = (0..t).filter(|&i| covering(i).len() >= 2).collect();
+    for &i in &multi {
+        let got = fused[i] * terms;
+        assert!((got - want[i]).abs() <= GRAD_F32_REL * scale, "sample {i} (in {} frames): fused {got} vs reference {}", covering(i).len(), want[i]);
+        let last = *covering(i).last().unwrap();
+        let lo = last * hop;
+        let only = crate::spectral::grads(&SpectralLossConfig::new(w, w).with_distance(Distance::L2), &pred[lo..lo + w], &target[lo..lo + w], 1, w).0[i - lo];
+        if (only - want[i]).abs() > 10.0 * GRAD_F32_REL * scale {
+            overwrite_far += 1;
+        }
+    }
+    assert!(overwrite_far >= multi.len() * 9 / 10, "an overwriting backward would pass at too many samples ({overwrite_far} of {} differ)", multi.len());
+}
+
+on_cubecl!(check_fused_matches_reference);
+on_cubecl!(check_fused_deterministic);
+on_cubecl!(check_fused_accumulates_overlaps);
+
+/// `KernelChoice::Fused` where the fused kernels cannot run is a clear error; `Auto` takes the
+/// reference path there instead.
+#[test]
+fn fused_path_that_cannot_run_is_an_error() {
+    let x = |b: usize, t: usize| normals(9, b * t);
+    type Nd = NdArrayBackend<f32>;
+    let nd: SpectralLoss<Nd> = SpectralLossConfig::new(16, 4).with_kernel(KernelChoice::Fused).init(&Default::default()).unwrap();
+    let p = tensor2::<Nd>(&x(1, 64), 1, 64, &Default::default());
+    let err = nd.forward(p.clone(), p.clone(), Reduction::Mean).err().expect("refused").to_string();
+    assert!(err.contains("spectral_loss.forward") && err.contains("power of two") && err.contains("W = 16"), "{err}");
+    let auto: SpectralLoss<Nd> = SpectralLossConfig::new(16, 4).init(&Default::default()).unwrap();
+    assert!(auto.forward(p.clone(), p, Reduction::Mean).is_ok());
+    if let Some(device) = wgpu_device() {
+        let odd: SpectralLoss<WgpuBackend> = SpectralLossConfig::new(12, 3).with_kernel(KernelChoice::Fused).init(&device).unwrap();
+        let p = tensor2::<WgpuBackend>(&x(2, 50), 2, 50, &device);
+        let err = odd.forward(p.clone(), p.clone(), Reduction::Mean).err().expect("refused").to_string();
+        assert!(err.contains("power of two") && err.contains("W = 12"), "{err}");
+        let auto: SpectralLoss<WgpuBackend> = SpectralLossConfig::new(12, 3).init(&device).unwrap();
+        assert!(!auto.is_fused(&device) && auto.forward(p.clone(), p, Reduction::Mean).is_ok());
+    }
+}
+
+
