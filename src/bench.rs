@@ -13,7 +13,7 @@ use crate::backend::{BackendTask, FftBackend, Selected};
 use crate::butterfly::{Butterfly, ButterflyConfig, ButterflyInit};
 use crate::error::{check_power_of_two, Error, Result};
 use crate::ops::{ButterflyOps, KernelChoice};
-use crate::spectral::{SpectralLoss, SpectralLossConfig};
+use crate::spectral::{Distance, SpectralLoss, SpectralLossConfig};
 
 /// Median of `iters` timings of `f` (in milliseconds), after `warmup` untimed calls; the device
 /// is synchronised before and after each call.
@@ -112,7 +112,8 @@ impl BackendTask for ButterflyBench {
     }
 }
 
-/// `learned-fft bench spectral`: the spectral loss (Hann, linear magnitude, L1) between random
+/// `learned-fft bench spectral`: the spectral loss (Hann, linear magnitude, L2, mean: the loss of
+/// the torch STFT anchor in `shared/bench/cufft_anchor.py --stft`) between random
 /// signals: forward, and forward + backward (the gradient of `pred`, as in training), on the
 /// configured fastest path and on the reference path of the same backend.
 #[derive(Clone, Debug)]
@@ -160,6 +161,11 @@ pub struct SpectralBenchResult {
     pub reference_fwd_bwd_ms: Option<f64>,
     /// `reference_fwd_bwd_ms / fwd_bwd_ms`.
     pub speedup_vs_reference: Option<f64>,
+    /// Relative difference of the two paths' losses on the benchmark's signals (a check on the
+    /// hardware that ran it).
+    pub loss_rel_diff: Option<f64>,
+    /// Relative RMS difference of the two paths' gradients of `pred`.
+    pub grad_rel_rms_diff: Option<f64>,
 }
 
 impl BackendTask for SpectralBench {
@@ -169,7 +175,7 @@ impl BackendTask for SpectralBench {
         if self.signals == 0 {
             return Err(Error::invalid("bench spectral", "signals >= 1", self.signals));
         }
-        let config = SpectralLossConfig::new(self.win, self.hop);
+        let config = SpectralLossConfig::new(self.win, self.hop).with_distance(Distance::L2);
         let shape = [self.signals, self.samples];
         let pred = Tensor::<B::InnerBackend, 2>::random(shape, Distribution::Normal(0.0, 1.0), &device);
         let target = Tensor::<B::InnerBackend, 2>::random(shape, Distribution::Normal(0.0, 1.0), &device);
@@ -193,6 +199,24 @@ impl BackendTask for SpectralBench {
             .ok_or_else(|| Error::invalid("bench spectral", format!("at least W = {} samples", self.win), self.samples))?;
         let (forward_ms, fwd_bwd_ms) = time(KernelChoice::Auto)?;
         let reference = if self.reference { Some(time(KernelChoice::Reference)?) } else { None };
+        let value_and_grad = |kernel: KernelChoice| -> Result<(Vec<f64>, Vec<f64>)> {
+            let loss: SpectralLoss<B> = config.clone().with_kernel(kernel).init(&device)?;
+            let p = Tensor::<B, 2>::from_inner(pred.clone()).require_grad();
+            let l = loss.forward(p.clone(), Tensor::from_inner(target.clone()), Reduction::Mean)?;
+            let value = crate::tensors::to_f64_vec(l.clone());
+            let grads = l.backward();
+            let g = p.grad(&grads).ok_or_else(|| Error::invalid("bench spectral", "a gradient of pred", "none"))?;
+            Ok((value, crate::tensors::to_f64_vec(g)))
+        };
+        let (loss_rel_diff, grad_rel_rms_diff) = if self.reference {
+            let (fv, fg) = value_and_grad(KernelChoice::Auto)?;
+            let (rv, rg) = value_and_grad(KernelChoice::Reference)?;
+            let num: f64 = fg.iter().zip(&rg).map(|(a, b)| (a - b) * (a - b)).sum();
+            let den: f64 = rg.iter().map(|b| b * b).sum();
+            (Some((fv[0] - rv[0]).abs() / rv[0].abs()), Some((num / den).sqrt()))
+        } else {
+            (None, None)
+        };
         Ok(SpectralBenchResult {
             win: self.win,
             hop: self.hop,
@@ -206,6 +230,8 @@ impl BackendTask for SpectralBench {
             reference_forward_ms: reference.map(|r| r.0),
             reference_fwd_bwd_ms: reference.map(|r| r.1),
             speedup_vs_reference: reference.map(|r| r.1 / fwd_bwd_ms),
+            loss_rel_diff,
+            grad_rel_rms_diff,
         })
     }
 }
