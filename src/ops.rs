@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::butterfly::{butterfly_forward_reference, Permutation};
 use crate::error::Result;
-use crate::spectral::{stft_magnitudes_reference, Magnitude, StftTables};
+use crate::spectral::{spectral_loss_composed, stft_magnitudes_reference, LossParams, Magnitude, StftTables};
 
 /// The butterfly product as a backend op.
 pub trait ButterflyOps: Backend {
@@ -75,6 +75,27 @@ pub trait SpectralOps: Backend {
     /// Whether [`stft_magnitudes`](Self::stft_magnitudes) takes the fused kernel path for
     /// window length `win` on `device` (false for the reference backends).
     fn stft_is_fused(_win: usize, _device: &Self::Device) -> bool {
+        false
+    }
+
+    /// The whole reduced spectral loss between two signal batches (see [`LossParams`]). The
+    /// default composes [`stft_magnitudes`](Self::stft_magnitudes) with tensor ops; CubeCL
+    /// backends override it with one fused pass (both spectra, distance, reduction) and a fused
+    /// backward.
+    ///
+    /// # Shapes
+    /// - `pred`, `target`: `[signals, T]`
+    /// - returns `[1]`
+    ///
+    /// # Errors
+    /// [`crate::Error::InvalidInput`] when the shapes differ, T < W or hop = 0.
+    fn spectral_loss(pred: Tensor<Self, 2>, target: Tensor<Self, 2>, tables: &StftTables<Self>, params: &LossParams) -> Result<Tensor<Self, 1>> {
+        spectral_loss_composed(pred, target, tables, params)
+    }
+
+    /// Whether [`spectral_loss`](Self::spectral_loss) runs as one fused pass for window length
+    /// `win` on `device`.
+    fn spectral_loss_is_fused(_win: usize, _device: &Self::Device) -> bool {
         false
     }
 }

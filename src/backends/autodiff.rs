@@ -20,7 +20,7 @@ use crate::error::Result;
 use crate::kernels::butterfly as kernel;
 use crate::kernels::spectral as spectral_kernel;
 use crate::ops::{ButterflyOps, SpectralOps};
-use crate::spectral::{check_stft, stft_magnitudes_reference, Magnitude, StftTables};
+use crate::spectral::{check_pair, check_stft, spectral_loss_composed, stft_magnitudes_reference, LossParams, Magnitude, StftTables};
 
 /// The backward step of the fused butterfly: consumes the gradient of the packed output
 /// `[2, batch, n]` and registers the gradients of `x_re`, `x_im`, `tw_re`, `tw_im`.
@@ -165,5 +165,69 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement, C: Checkpo
 
     fn stft_is_fused(win: usize, device: &Self::Device) -> bool {
         CubeBackend::<R, F, I, BT>::stft_is_fused(win, device)
+    }
+
+    fn spectral_loss(pred: Tensor<Self, 2>, target: Tensor<Self, 2>, tables: &StftTables<Self>, params: &LossParams) -> Result<Tensor<Self, 1>> {
+        if !Self::spectral_loss_is_fused(tables.win(), &pred.device()) {
+            return spectral_loss_composed(pred, target, tables, params);
+        }
+        check_pair("spectral_loss", &pred, &target)?;
+        check_stft("spectral_loss", &pred, tables.win(), params.hop)?;
+        let inner = |t: &Tensor<Self, 1>| t.clone().inner().into_primitive().tensor();
+        let (window, twiddle_re, twiddle_im) = (inner(&tables.window_values), inner(&tables.twiddle_re), inner(&tables.twiddle_im));
+        let (p, t) = (pred.into_primitive().tensor(), target.into_primitive().tensor());
+        let params = *params;
+        let launch = |p, t| spectral_kernel::loss_forward::<R, F>(p, t, window.clone(), twiddle_re.clone(), twiddle_im.clone(), params);
+        let loss = match FusedLossBackward.prepare::<C>([p.node.clone(), t.node.clone()]).compute_bound().stateful() {
+            OpsKind::Tracked(prep) => {
+                let (loss, sums) = launch(p.primitive.clone(), t.primitive.clone());
+                let state = LossState { pred: p.primitive, target: t.primitive, sums, window: window.clone(), twiddle_re: twiddle_re.clone(), twiddle_im: twiddle_im.clone(), params };
+                prep.finish(state, loss)
+            }
+            OpsKind::UnTracked(prep) => prep.finish(launch(p.primitive, t.primitive).0),
+        };
+        Ok(Tensor::from_primitive(TensorPrimitive::Float(loss)))
+    }
+
+    fn spectral_loss_is_fused(win: usize, device: &Self::Device) -> bool {
+        CubeBackend::<R, F, I, BT>::spectral_loss_is_fused(win, device)
+    }
+}
+
+/// The backward step of the fused loss: consumes the loss gradient `[1]` and registers the
+/// gradients of pred and target.
+#[derive(Debug)]
+struct FusedLossBackward;
+
+/// What the fused loss's backward needs: both signals, the forward's three sums, the tables and
+/// the loss's constants.
+#[derive(Clone, Debug)]
+struct LossState<T> {
+    pred: T,
+    target: T,
+    sums: T,
+    window: T,
+    twiddle_re: T,
+    twiddle_im: T,
+    params: LossParams,
+}
+
+impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> Backward<CubeBackend<R, F, I, BT>, 2> for FusedLossBackward {
+    type State = LossState<FloatTensor<CubeBackend<R, F, I, BT>>>;
+
+    fn backward(self, ops: Ops<Self::State, 2>, grads: &mut Gradients, _checkpointer: &mut Checkpointer) {
+        let [node_p, node_t] = ops.parents;
+        let grad_loss = grads.consume::<CubeBackend<R, F, I, BT>>(&ops.node);
+        let s = ops.state;
+        if node_p.is_none() && node_t.is_none() {
+            return;
+        }
+        let (gp, gt) = spectral_kernel::loss_backward::<R, F>(grad_loss, s.sums, s.pred, s.target, s.window, s.twiddle_re, s.twiddle_im, s.params);
+        if let Some(node) = node_p {
+            grads.register::<CubeBackend<R, F, I, BT>>(node.id, gp);
+        }
+        if let Some(node) = node_t {
+            grads.register::<CubeBackend<R, F, I, BT>>(node.id, gt);
+        }
     }
 }

@@ -8,7 +8,7 @@ use crate::error::Result;
 use crate::kernels::butterfly as kernel;
 use crate::kernels::spectral as spectral_kernel;
 use crate::ops::{ButterflyOps, SpectralOps};
-use crate::spectral::{check_stft, stft_magnitudes_reference, Magnitude, StftTables};
+use crate::spectral::{check_pair, check_stft, spectral_loss_composed, stft_magnitudes_reference, LossParams, Magnitude, StftTables};
 
 impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> ButterflyOps for CubeBackend<R, F, I, BT> {
     fn butterfly(
@@ -57,6 +57,27 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> SpectralOp
 
     fn stft_is_fused(win: usize, device: &Self::Device) -> bool {
         spectral_kernel::fused_supported::<R, F>(win, device)
+    }
+
+    fn spectral_loss(pred: Tensor<Self, 2>, target: Tensor<Self, 2>, tables: &StftTables<Self>, params: &LossParams) -> Result<Tensor<Self, 1>> {
+        if !Self::spectral_loss_is_fused(tables.win(), &pred.device()) {
+            return spectral_loss_composed(pred, target, tables, params);
+        }
+        check_pair("spectral_loss", &pred, &target)?;
+        check_stft("spectral_loss", &pred, tables.win(), params.hop)?;
+        let (loss, _sums) = spectral_kernel::loss_forward::<R, F>(
+            pred.into_primitive().tensor(),
+            target.into_primitive().tensor(),
+            tables.window_values.clone().into_primitive().tensor(),
+            tables.twiddle_re.clone().into_primitive().tensor(),
+            tables.twiddle_im.clone().into_primitive().tensor(),
+            *params,
+        );
+        Ok(Tensor::from_primitive(TensorPrimitive::Float(loss)))
+    }
+
+    fn spectral_loss_is_fused(win: usize, device: &Self::Device) -> bool {
+        spectral_kernel::loss_supported::<R, F>(win, device)
     }
 }
 

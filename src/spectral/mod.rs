@@ -28,7 +28,7 @@ mod stft;
 mod window;
 
 pub use reference::{distance, magnitudes};
-pub use stft::{check_stft, stft_magnitudes, stft_magnitudes_reference, StftTables};
+pub use stft::{check_pair, check_stft, loss_from_magnitudes, spectral_loss_composed, stft_magnitudes, stft_magnitudes_reference, LossParams, StftTables};
 pub use window::{frame_count, frame_indices, reflect_indices, Window};
 
 pub use crate::ops::KernelChoice;
@@ -155,25 +155,25 @@ impl<B: SpectralOps> SpectralLoss<B> {
         Ok(stft::select_columns(x, reflect_indices(t, pad)))
     }
 
-    /// One signal batch's magnitude spectrogram on the configured path.
-    fn spectrogram(&self, x: Tensor<B, 2>, op: &'static str) -> Result<Tensor<B, 3>> {
+    /// Whether this loss takes the fused kernels on `device`; with `KernelChoice::Fused`, an
+    /// error where they cannot run.
+    fn use_fused(&self, device: &B::Device, op: &'static str) -> Result<bool> {
         let c = &self.config;
-        let x = self.pad(x, op)?;
-        check_stft(op, &x, c.win, c.hop)?;
-        let fused = match c.kernel {
-            KernelChoice::Reference => false,
-            KernelChoice::Auto => B::stft_is_fused(c.win, &x.device()),
-            KernelChoice::Fused => {
-                if !B::stft_is_fused(c.win, &x.device()) {
-                    return Err(Error::invalid(
-                        op,
-                        format!("a window the fused kernels support (kernel = Fused: a CubeCL backend and W a power of two in 2…{})", crate::kernels::spectral::MAX_FUSED_WIN),
-                        format!("W = {} on {}", c.win, std::any::type_name::<B>()),
-                    ));
-                }
-                true
-            }
-        };
+        match c.kernel {
+            KernelChoice::Reference => Ok(false),
+            KernelChoice::Auto => Ok(B::stft_is_fused(c.win, device)),
+            KernelChoice::Fused if B::stft_is_fused(c.win, device) => Ok(true),
+            KernelChoice::Fused => Err(Error::invalid(
+                op,
+                format!("a window the fused kernels support (kernel = Fused: a CubeCL backend and W a power of two in 2…{})", crate::kernels::spectral::MAX_FUSED_WIN),
+                format!("W = {} on {}", c.win, std::any::type_name::<B>()),
+            )),
+        }
+    }
+
+    /// One signal batch's magnitude spectrogram (already padded) on the chosen path.
+    fn spectrogram(&self, x: Tensor<B, 2>, fused: bool) -> Result<Tensor<B, 3>> {
+        let c = &self.config;
         if fused {
             B::stft_magnitudes(x, &self.tables, c.hop, c.magnitude, c.eps)
         } else {
@@ -181,18 +181,19 @@ impl<B: SpectralOps> SpectralLoss<B> {
         }
     }
 
-    fn check(&self, pred: &Tensor<B, 2>, target: &Tensor<B, 2>, op: &'static str) -> Result<()> {
-        if pred.dims() != target.dims() {
-            return Err(Error::invalid(op, format!("pred and target of the same shape (pred is {:?})", pred.dims()), format!("target of shape {:?}", target.dims())));
-        }
-        Ok(())
+    /// Checks and pads both inputs; returns them with the path to take.
+    fn prepare(&self, pred: Tensor<B, 2>, target: Tensor<B, 2>, op: &'static str) -> Result<(Tensor<B, 2>, Tensor<B, 2>, bool)> {
+        check_pair(op, &pred, &target)?;
+        let fused = self.use_fused(&pred.device(), op)?;
+        let (pred, target) = (self.pad(pred, op)?, self.pad(target, op)?);
+        check_stft(op, &pred, self.config.win, self.config.hop)?;
+        Ok((pred, target, fused))
     }
 
     /// The two magnitude spectrograms, `[batch, frames, bins]` each.
     pub fn spectrograms(&self, pred: Tensor<B, 2>, target: Tensor<B, 2>) -> Result<(Tensor<B, 3>, Tensor<B, 3>)> {
-        let op = "spectral_loss.forward";
-        self.check(&pred, &target, op)?;
-        Ok((self.spectrogram(pred, op)?, self.spectrogram(target, op)?))
+        let (pred, target, fused) = self.prepare(pred, target, "spectral_loss.forward")?;
+        Ok((self.spectrogram(pred, fused)?, self.spectrogram(target, fused)?))
     }
 
     /// The per-(frame, bin) distance, without reduction and without the spectral-convergence
@@ -217,29 +218,30 @@ impl<B: SpectralOps> SpectralLoss<B> {
     /// - `pred`, `target`: `[batch, T]`
     /// - returns `[1]`
     pub fn forward(&self, pred: Tensor<B, 2>, target: Tensor<B, 2>, reduction: Reduction) -> Result<Tensor<B, 1>> {
-        let batch = pred.dims()[0];
-        let (mp, mt) = self.spectrograms(pred, target)?;
-        let d = distance(mp.clone(), mt.clone(), self.config.distance);
-        let count = d.dims().iter().product::<usize>();
-        let mut loss = match reduction {
-            Reduction::Mean | Reduction::Auto => sum_all(d).div_scalar(count as f64),
-            Reduction::Sum => sum_all(d),
-            Reduction::BatchMean => sum_all(d).div_scalar(batch as f64),
+        let (pred, target, fused) = self.prepare(pred, target, "spectral_loss.forward")?;
+        let c = &self.config;
+        let [batch, t] = pred.dims();
+        let frames = frame_count(t, c.win, c.hop).unwrap_or(0);
+        let scale = match reduction {
+            Reduction::Mean | Reduction::Auto => 1.0 / (batch * frames * self.bins()) as f64,
+            Reduction::Sum => 1.0,
+            Reduction::BatchMean => 1.0 / batch as f64,
         };
-        if self.config.spectral_convergence > 0.0 {
-            let eps = self.config.eps;
-            let num = (sum_all((mt.clone() - mp).powi_scalar(2)) + eps).sqrt();
-            let den = (sum_all(mt.powi_scalar(2)) + eps).sqrt();
-            loss = loss + (num / den).mul_scalar(self.config.spectral_convergence);
+        let params = LossParams { hop: c.hop, magnitude: c.magnitude, distance: c.distance, eps: c.eps, scale, spectral_convergence: c.spectral_convergence };
+        if fused {
+            // One fused pass where the backend has it, the fused spectrograms plus tensor ops
+            // elsewhere.
+            return B::spectral_loss(pred, target, &self.tables, &params);
         }
-        Ok(loss)
+        let (mp, mt) = (self.spectrogram(pred, false)?, self.spectrogram(target, false)?);
+        Ok(loss_from_magnitudes(mp, mt, &params))
     }
-}
 
-/// The sum of all entries, one axis at a time: each step is a per-output reduction without
-/// atomics, so the value does not change from run to run (a one-shot sum may use atomics).
-fn sum_all<B: Backend>(x: Tensor<B, 3>) -> Tensor<B, 1> {
-    x.sum_dim(2).sum_dim(1).sum_dim(0).reshape([1])
+    /// Whether [`forward`](Self::forward) runs as one fused pass (spectra, distance and
+    /// reduction together) on `device`.
+    pub fn is_fully_fused(&self, device: &B::Device) -> bool {
+        self.is_fused(device) && B::spectral_loss_is_fused(self.config.win, device)
+    }
 }
 
 /// Several [`SpectralLoss`]es at different resolutions, summed. Each resolution is a full

@@ -5,7 +5,7 @@ use burn::tensor::{backend::Backend, Tensor};
 
 use super::frame_indices;
 
-use super::{frame_count, magnitudes, Magnitude, Window};
+use super::{distance, frame_count, magnitudes, Distance, Magnitude, Window};
 use crate::error::{Error, Result};
 use crate::ops::SpectralOps;
 use crate::tensors::{float_tensor, int_tensor};
@@ -132,4 +132,62 @@ pub(crate) fn select_columns<B: Backend>(x: Tensor<B, 2>, indices: Vec<i64>) -> 
     } else {
         Tensor::cat(pieces, 1)
     }
+}
+
+/// The constants of a reduced spectral loss, as [`SpectralOps::spectral_loss`] takes them:
+/// `loss = scale · Σ d(|P|, |T|) + spectral_convergence · sqrt(Σ (|T| − |P|)² + eps) /
+/// sqrt(Σ |T|² + eps)`, sums over signals, frames and bins.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LossParams {
+    /// Hop between frames.
+    pub hop: usize,
+    /// Magnitude measure.
+    pub magnitude: Magnitude,
+    /// Distance between magnitudes.
+    pub distance: Distance,
+    /// The magnitude's and the spectral-convergence norms' eps.
+    pub eps: f64,
+    /// The reduction's factor on the distance sum (1/count for the mean, 1 for the sum,
+    /// 1/batch for the batch mean).
+    pub scale: f64,
+    /// Weight of the spectral-convergence term (0: off).
+    pub spectral_convergence: f64,
+}
+
+/// The sum of all entries, one axis at a time: each step is a per-output reduction without
+/// atomics, so the value does not change from run to run (a one-shot sum may use atomics).
+pub(crate) fn sum_all<B: Backend>(x: Tensor<B, 3>) -> Tensor<B, 1> {
+    x.sum_dim(2).sum_dim(1).sum_dim(0).reshape([1])
+}
+
+/// The reduced loss from two magnitude spectrograms, as tensor ops.
+pub fn loss_from_magnitudes<B: Backend>(mp: Tensor<B, 3>, mt: Tensor<B, 3>, p: &LossParams) -> Tensor<B, 1> {
+    let d = distance(mp.clone(), mt.clone(), p.distance);
+    let mut loss = sum_all(d).mul_scalar(p.scale);
+    if p.spectral_convergence > 0.0 {
+        let num = (sum_all((mt.clone() - mp).powi_scalar(2)) + p.eps).sqrt();
+        let den = (sum_all(mt.powi_scalar(2)) + p.eps).sqrt();
+        loss = loss + (num / den).mul_scalar(p.spectral_convergence);
+    }
+    loss
+}
+
+/// The reduced loss through `B`'s magnitude spectrogram op (fused where it can run) and tensor
+/// ops for the rest: the default of [`SpectralOps::spectral_loss`].
+///
+/// # Errors
+/// [`Error::InvalidInput`] when the shapes differ, T < W or hop = 0.
+pub fn spectral_loss_composed<B: SpectralOps>(pred: Tensor<B, 2>, target: Tensor<B, 2>, tables: &StftTables<B>, p: &LossParams) -> Result<Tensor<B, 1>> {
+    check_pair("spectral_loss", &pred, &target)?;
+    let mp = B::stft_magnitudes(pred, tables, p.hop, p.magnitude, p.eps)?;
+    let mt = B::stft_magnitudes(target, tables, p.hop, p.magnitude, p.eps)?;
+    Ok(loss_from_magnitudes(mp, mt, p))
+}
+
+/// Checks that two signal batches have the same shape.
+pub fn check_pair<B: Backend>(op: &'static str, pred: &Tensor<B, 2>, target: &Tensor<B, 2>) -> Result<()> {
+    if pred.dims() != target.dims() {
+        return Err(Error::invalid(op, format!("pred and target of the same shape (pred is {:?})", pred.dims()), format!("target of shape {:?}", target.dims())));
+    }
+    Ok(())
 }

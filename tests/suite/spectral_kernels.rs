@@ -42,8 +42,19 @@ fn rel_rms(a: &[f64], b: &[f64]) -> f64 {
     (num / den.max(f64::MIN_POSITIVE)).sqrt()
 }
 
-/// Loss and gradients `(loss, grad pred, grad target)` on one path.
+/// Loss and gradients `(loss, grad pred, grad target)` on one path, of `forward` with
+/// `Reduction::Mean`.
 fn run<B: Backend>(cfg: &SpectralLossConfig, kernel: KernelChoice, pred: &[f64], target: &[f64], batch: usize, t: usize, device: &B::Device) -> (f64, Vec<f64>, Vec<f64>)
+where
+    Autodiff<B>: SpectralOps<Device = B::Device>,
+{
+    run_with::<B>(cfg, kernel, Some(Reduction::Mean), pred, target, batch, t, device)
+}
+
+/// As [`run`], with any reduction, or (`None`) the sum of `forward_no_reduction`, which takes the
+/// spectrogram op and tensor ops instead of the one-pass fused loss.
+#[allow(clippy::too_many_arguments)]
+fn run_with<B: Backend>(cfg: &SpectralLossConfig, kernel: KernelChoice, reduction: Option<Reduction>, pred: &[f64], target: &[f64], batch: usize, t: usize, device: &B::Device) -> (f64, Vec<f64>, Vec<f64>)
 where
     Autodiff<B>: SpectralOps<Device = B::Device>,
 {
@@ -51,7 +62,10 @@ where
     let loss: SpectralLoss<A<B>> = cfg.clone().with_kernel(kernel).init(device).unwrap();
     let p = tensor2::<A<B>>(pred, batch, t, device).require_grad();
     let q = tensor2::<A<B>>(target, batch, t, device).require_grad();
-    let l = loss.forward(p.clone(), q.clone(), Reduction::Mean).unwrap();
+    let l = match reduction {
+        Some(r) => loss.forward(p.clone(), q.clone(), r).unwrap(),
+        None => loss.forward_no_reduction(p.clone(), q.clone()).unwrap().sum(),
+    };
     let value = host(l.clone())[0];
     let g = l.backward();
     (value, host(p.grad(&g).unwrap()), host(q.grad(&g).unwrap()))
@@ -86,21 +100,28 @@ fn cases() -> Vec<(SpectralLossConfig, usize, usize)> {
     out
 }
 
-/// The shared checker: fused = reference on the loss and both gradients, every case.
+/// The shared checker: fused = reference on the loss and both gradients, every case, through
+/// `forward` with the three reductions (the one-pass fused loss) and through
+/// `forward_no_reduction` (the fused spectrogram op).
 fn check_fused_matches_reference<B: Backend>(device: &B::Device)
 where
     Autodiff<B>: SpectralOps<Device = B::Device>,
 {
     let mut seen = std::collections::HashSet::new();
     for (i, (cfg, batch, t)) in cases().into_iter().enumerate() {
-        assert!(SpectralLoss::<Autodiff<B>>::is_fused(&cfg.init(device).unwrap(), device), "W={}: the fused path is not taken", cfg.win);
+        let loss: SpectralLoss<Autodiff<B>> = cfg.init(device).unwrap();
+        assert!(loss.is_fused(device), "W={}: the fused path is not taken", cfg.win);
+        // One pass for the whole loss up to W = 1024 (two frames per slot fit in 32 KiB of shared
+        // memory); above, the fused spectrograms with tensor ops.
+        assert_eq!(loss.is_fully_fused(device), cfg.win <= 1024, "W={}: one-pass fused loss", cfg.win);
         seen.insert((cfg.magnitude as u8, cfg.distance as u8));
         let pred = round_to_backend::<B>(&normals(3000 + i as u64, batch * t), device);
         let target = round_to_backend::<B>(&normals(4000 + i as u64, batch * t), device);
-        let fused = run::<B>(&cfg, KernelChoice::Fused, &pred, &target, batch, t, device);
-        let reference = run::<B>(&cfg, KernelChoice::Reference, &pred, &target, batch, t, device);
+        let reduction = [Some(Reduction::Mean), Some(Reduction::Sum), Some(Reduction::BatchMean), None][i % 4].clone();
+        let fused = run_with::<B>(&cfg, KernelChoice::Fused, reduction.clone(), &pred, &target, batch, t, device);
+        let reference = run_with::<B>(&cfg, KernelChoice::Reference, reduction.clone(), &pred, &target, batch, t, device);
         let mut truth = None;
-        let what = format!("W={} H={} T={t} batch={batch} {:?} {:?} {:?} center={} sc={}", cfg.win, cfg.hop, cfg.magnitude, cfg.distance, cfg.window, cfg.center, cfg.spectral_convergence);
+        let what = format!("W={} H={} T={t} batch={batch} {:?} {:?} {:?} center={} sc={} reduction={reduction:?}", cfg.win, cfg.hop, cfg.magnitude, cfg.distance, cfg.window, cfg.center, cfg.spectral_convergence);
         let loss_err = (fused.0 - reference.0).abs() / reference.0.abs();
         assert!(loss_err <= LOSS_F32_REL, "{what}: loss {} vs reference {} (rel {loss_err:e})", fused.0, reference.0);
         for (name, a, b) in [("pred", &fused.1, &reference.1), ("target", &fused.2, &reference.2)] {
@@ -109,7 +130,7 @@ where
                 continue;
             }
             assert!(cfg.magnitude == Magnitude::Log, "{what}: grad {name} rel RMS {err:e} > {GRAD_F32_REL:e}");
-            let f64_grads = truth.get_or_insert_with(|| run::<NdArrayBackend<f64>>(&cfg, KernelChoice::Reference, &pred, &target, batch, t, &Default::default()));
+            let f64_grads = truth.get_or_insert_with(|| run_with::<NdArrayBackend<f64>>(&cfg, KernelChoice::Reference, reduction.clone(), &pred, &target, batch, t, &Default::default()));
             let want = if name == "pred" { &f64_grads.1 } else { &f64_grads.2 };
             let (fused_err, reference_err) = (rel_rms(a, want), rel_rms(b, want));
             assert!(

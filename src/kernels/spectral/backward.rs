@@ -11,26 +11,13 @@ use crate::kernels::empty;
 use cubecl::{prelude::*, CubeDim};
 
 use super::forward::frames_of;
-use super::{fft_stages, load_frames, magnitude_code, plan};
+use super::{fft_stages, load_frames, magnitude_code, magnitude_slope, plan};
 use crate::kernels::butterfly::{grid, reverse_bits};
 use crate::spectral::Magnitude;
 
 /// The per-frame gradient buffer of one launch stays under this many bytes: signals are taken in
 /// chunks (storage bindings are limited to 128 MiB on some Vulkan drivers, lavapipe among them).
 const MAX_FRAME_GRAD_BYTES: usize = 64 << 20;
-
-/// `∂|X|/∂p · 2` for the magnitude measure, as a factor f with `∂|X|/∂re = f·re`,
-/// `∂|X|/∂im = f·im`: linear `1/sqrt(p + eps)`, power `2`, log `1/(p + eps)`.
-#[cube]
-fn magnitude_slope<F: Float>(p: F, eps: F, #[comptime] magnitude: u32) -> F {
-    let mut f = F::new(2.0);
-    if comptime![magnitude == 0] {
-        f = F::new(1.0) / F::sqrt(p + eps);
-    } else if comptime![magnitude == 2] {
-        f = F::new(1.0) / (p + eps);
-    }
-    f
-}
 
 /// One cube per `rows` frames of the chunk: recompute the spectrum, form the coefficients
 /// `G_k` (zero above W/2), inverse-transform on-chip, and write
@@ -67,7 +54,7 @@ pub(crate) fn stft_backward_kernel<F: Float>(
         terminate!();
     }
     let eps: F = eps.get::<F>();
-    load_frames::<F>(x, window, &mut s_re, &mut s_im, offset + first, offset + total, frames as usize, t_len as usize, hop as usize, log_w, rows, threads);
+    load_frames::<F>(x, window, &mut s_re, &mut s_im, 0, offset + first, offset + total, frames as usize, t_len as usize, hop as usize, log_w, rows, threads);
     sync_cube();
     fft_stages::<F>(&mut s_re, &mut s_im, tw_re, tw_im, log_w, rows, threads, false);
 
@@ -164,11 +151,9 @@ pub fn backward<R: CubeRuntime, F: FloatElement>(
     let client = x.client.clone();
     let plan = plan(&client, win);
     let frames = frames_of(t, win, hop);
-    let per_signal = frames * win * core::mem::size_of::<F>();
-    let chunk = (MAX_FRAME_GRAD_BYTES / per_signal).clamp(1, signals);
+    let chunk = signal_chunk::<F>(signals, frames, win);
     let grad_x = empty::<R, F>(&x, vec![signals, t]);
     let grad_frames = empty::<R, F>(&x, vec![chunk * frames, win]);
-    let block = 256usize;
     let mut start = 0;
     while start < signals {
         let count = chunk.min(signals - start);
@@ -194,20 +179,43 @@ pub fn backward<R: CubeRuntime, F: FloatElement>(
             plan.threads,
             magnitude_code(magnitude),
         );
-        overlap_add_kernel::launch::<F, R>(
-            &client,
-            grid((count * t).div_ceil(block)),
-            CubeDim::new_1d(block as u32),
-            grad_frames.clone().into_tensor_arg(),
-            grad_x.clone().into_tensor_arg(),
-            start as u32,
-            count as u32,
-            frames as u32,
-            t as u32,
-            hop as u32,
-            win,
-        );
+        overlap_add::<R, F>(&grad_frames, &grad_x, start, count, frames, t, hop, win);
         start += count;
     }
     grad_x
+}
+
+/// Signals per backward launch: their per-frame gradients stay under [`MAX_FRAME_GRAD_BYTES`]
+/// (at least one signal).
+pub(crate) fn signal_chunk<F: FloatElement>(signals: usize, frames: usize, win: usize) -> usize {
+    (MAX_FRAME_GRAD_BYTES / (frames * win * core::mem::size_of::<F>()).max(1)).clamp(1, signals.max(1))
+}
+
+/// Launches the overlap-add gather: the per-frame gradients `[count · frames, W]` of signals
+/// `start … start + count` into their rows of `grad_x` `[signals, T]`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn overlap_add<R: CubeRuntime, F: FloatElement>(
+    grad_frames: &CubeTensor<R>,
+    grad_x: &CubeTensor<R>,
+    start: usize,
+    count: usize,
+    frames: usize,
+    t: usize,
+    hop: usize,
+    win: usize,
+) {
+    let block = 256usize;
+    overlap_add_kernel::launch::<F, R>(
+        &grad_x.client,
+        grid((count * t).div_ceil(block)),
+        CubeDim::new_1d(block as u32),
+        grad_frames.clone().into_tensor_arg(),
+        grad_x.clone().into_tensor_arg(),
+        start as u32,
+        count as u32,
+        frames as u32,
+        t as u32,
+        hop as u32,
+        win,
+    );
 }

@@ -3,22 +3,9 @@
 use burn_cubecl::{kernel::into_contiguous, tensor::CubeTensor, CubeRuntime, FloatElement};
 use cubecl::{prelude::*, CubeDim};
 
-use super::{fft_stages, load_frames, magnitude_code, plan};
+use super::{fft_stages, load_frames, magnitude_code, magnitude_of, plan};
 use crate::kernels::butterfly::grid;
 use crate::spectral::Magnitude;
-
-/// `|X|` of one bin from its power `p = re² + im²`: linear `sqrt(p + eps)`, power `p`, or log
-/// `½ ln(p + eps)` (`magnitude` = 0, 1, 2).
-#[cube]
-pub(crate) fn magnitude_of<F: Float>(p: F, eps: F, #[comptime] magnitude: u32) -> F {
-    let mut m = p;
-    if comptime![magnitude == 0] {
-        m = F::sqrt(p + eps);
-    } else if comptime![magnitude == 2] {
-        m = F::new(0.5) * F::ln(p + eps);
-    }
-    m
-}
 
 /// One cube per `rows` frames: load them (windowed, bit-reversed), transform on-chip, write
 /// bins 0…W/2 of each, all (frame, bin) pairs in parallel.
@@ -50,7 +37,7 @@ pub(crate) fn stft_magnitude_kernel<F: Float>(
         terminate!();
     }
     let eps: F = eps.get::<F>();
-    load_frames::<F>(x, window, &mut s_re, &mut s_im, first, total, frames as usize, t_len as usize, hop as usize, log_w, rows, threads);
+    load_frames::<F>(x, window, &mut s_re, &mut s_im, 0, first, total, frames as usize, t_len as usize, hop as usize, log_w, rows, threads);
     sync_cube();
     fft_stages::<F>(&mut s_re, &mut s_im, tw_re, tw_im, log_w, rows, threads, false);
 

@@ -20,9 +20,11 @@
 
 mod backward;
 mod forward;
+mod loss;
 
 pub use backward::backward;
 pub use forward::magnitudes;
+pub use loss::{loss_backward, loss_forward, loss_supported};
 
 use burn_cubecl::{CubeRuntime, FloatElement};
 use cubecl::prelude::*;
@@ -55,7 +57,7 @@ pub(crate) fn magnitude_code(m: Magnitude) -> u32 {
 }
 
 /// Loads the cube's `rows` frames into shared memory, windowed and in bit-reversed order
-/// (imaginary parts zero). Slot `r` holds frame `first + r` of the `total` frames; frame `g` is
+/// (imaginary parts zero). Slot `slot0 + r` holds frame `first + r` of the `total` frames; frame `g` is
 /// frame `g % frames` of signal `g / frames` and starts at sample `(g % frames) · hop`. Slots past
 /// the last frame are zero.
 #[cube]
@@ -65,6 +67,7 @@ pub(crate) fn load_frames<F: Float>(
     window: &Tensor<F>,
     s_re: &mut SharedMemory<F>,
     s_im: &mut SharedMemory<F>,
+    slot0: usize,
     first: usize,
     total: usize,
     frames: usize,
@@ -86,9 +89,35 @@ pub(crate) fn load_frames<F: Float>(
             let f = g % frames;
             v = x[(g / frames) * t_len + f * hop + n] * window[n];
         }
-        s_re[e] = v;
-        s_im[e] = F::new(0.0);
+        s_re[slot0 * w + e] = v;
+        s_im[slot0 * w + e] = F::new(0.0);
     }
+}
+
+/// `|X|` of one bin from its power `p = re² + im²`: linear `sqrt(p + eps)`, power `p`, or log
+/// `½ ln(p + eps)` (`magnitude` = 0, 1, 2).
+#[cube]
+pub(crate) fn magnitude_of<F: Float>(p: F, eps: F, #[comptime] magnitude: u32) -> F {
+    let mut m = p;
+    if comptime![magnitude == 0] {
+        m = F::sqrt(p + eps);
+    } else if comptime![magnitude == 2] {
+        m = F::new(0.5) * F::ln(p + eps);
+    }
+    m
+}
+
+/// The factor f with `∂|X|/∂re = f·re`, `∂|X|/∂im = f·im`: linear `1/sqrt(p + eps)`, power `2`,
+/// log `1/(p + eps)`.
+#[cube]
+pub(crate) fn magnitude_slope<F: Float>(p: F, eps: F, #[comptime] magnitude: u32) -> F {
+    let mut f = F::new(2.0);
+    if comptime![magnitude == 0] {
+        f = F::new(1.0) / F::sqrt(p + eps);
+    } else if comptime![magnitude == 2] {
+        f = F::new(1.0) / (p + eps);
+    }
+    f
 }
 
 /// The radix-2 stages of `rows` length-W transforms held in shared memory, with twiddles
