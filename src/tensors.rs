@@ -12,6 +12,11 @@ pub fn float_tensor<B: Backend, const D: usize>(values: Vec<f64>, shape: [usize;
     Tensor::from_data(TensorData::new(values, shape), (device, <B::FloatElem as Element>::dtype()))
 }
 
+/// A float tensor of `B`'s float type filled with `value`.
+pub fn full<B: Backend, const D: usize>(shape: [usize; D], value: f64, device: &B::Device) -> Tensor<B, D> {
+    Tensor::full(shape, value, (device, <B::FloatElem as Element>::dtype()))
+}
+
 /// An int tensor of `B`'s int type.
 pub fn int_tensor<B: Backend, const D: usize>(values: Vec<i64>, shape: [usize; D], device: &B::Device) -> Tensor<B, D, Int> {
     Tensor::from_data(TensorData::new(values, shape), (device, <B::IntElem as Element>::dtype()))

@@ -28,6 +28,7 @@ mod stft;
 mod window;
 
 pub use reference::{distance, magnitudes};
+pub(crate) use stft::select_columns;
 pub use stft::{check_pair, check_stft, loss_from_magnitudes, spectral_loss_composed, stft_magnitudes, stft_magnitudes_reference, LossParams, StftTables};
 pub use window::{frame_count, frame_indices, reflect_indices, Window};
 

@@ -85,6 +85,14 @@ pub fn rel_rms(a: &[Complex64], b: &[Complex64]) -> f64 {
     (num / den).sqrt()
 }
 
+/// sqrt(Σ(a − b)²) / sqrt(Σb²) for real vectors.
+pub fn rel_rms_real(a: &[f64], b: &[f64]) -> f64 {
+    assert_eq!(a.len(), b.len());
+    let num: f64 = a.iter().zip(b).map(|(x, y)| (x - y) * (x - y)).sum();
+    let den: f64 = b.iter().map(|y| y * y).sum();
+    (num / den.max(f64::MIN_POSITIVE)).sqrt()
+}
+
 /// The wgpu device, or `None` (test skipped) when there is no adapter. With
 /// `LEARNED_FFT_REQUIRE_WGPU=1` a missing adapter fails the test instead.
 pub fn wgpu_device() -> Option<burn::backend::wgpu::WgpuDevice> {

@@ -18,12 +18,6 @@ const KERNEL_F32_REL: f64 = 1e-5;
 /// (the acceptance bar).
 const ADAM_LOSS_REL: f64 = 1e-4;
 
-fn rel(a: &[f64], b: &[f64]) -> f64 {
-    let num: f64 = a.iter().zip(b).map(|(x, y)| (x - y) * (x - y)).sum();
-    let den: f64 = b.iter().map(|y| y * y).sum();
-    (num / den.max(f64::MIN_POSITIVE)).sqrt()
-}
-
 /// Output and gradients `[y_re, y_im, x_re, x_im, tw_re, tw_im]` of the linear loss
 /// `Σ a_re·y_re + a_im·y_im` through the fused op or the reference.
 fn run<B: Backend>(n: usize, batch: usize, fused: bool, perm: Permutation, device: &B::Device) -> [Vec<f64>; 6]
@@ -70,7 +64,7 @@ where
                 let fused = run::<B>(n, batch, true, perm, device);
                 let reference = run::<B>(n, batch, false, perm, device);
                 for (i, name) in ["y_re", "y_im", "grad x_re", "grad x_im", "grad tw_re", "grad tw_im"].iter().enumerate() {
-                    let err = rel(&fused[i], &reference[i]);
+                    let err = rel_rms_real(&fused[i], &reference[i]);
                     assert!(
                         err <= KERNEL_F32_REL,
                         "n={n} batch={batch} {perm:?} {name}: fused vs reference rel RMS {err:e} > {KERNEL_F32_REL:e}"

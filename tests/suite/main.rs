@@ -12,12 +12,15 @@
 //!   gradients, every option), determinism, overlap accumulation, a fused path that cannot run.
 //! - `train`: the trainer reaches the bars from random init; TensorBoard, checkpoints, resume
 //!   after SIGKILL, export, divergence.
+//! - `conv`: the FFT convolution layer against an explicit f64 sum, its gradients against finite
+//!   differences, frozen FFTs under an optimiser; Welch's PSD against an f64 Welch; top-k peaks.
 //! - `errors`: bad input gives a clear error.
 //!
 //! wgpu tests skip when no adapter is found, unless `LEARNED_FFT_REQUIRE_WGPU=1`, which makes
 //! them fail instead (CI sets it).
 
 mod common;
+mod conv;
 mod errors;
 mod exact_fft;
 mod gradients;

@@ -1,0 +1,248 @@
+//! The FFT convolution layer against an explicit f64 convolution sum, its gradients against
+//! finite differences, frozen FFTs under an optimiser; Welch's PSD against an f64 rustfft Welch;
+//! top-k peaks; bad input.
+
+use burn::backend::Autodiff;
+use burn::module::{Module, Param};
+use burn::optim::{AdamConfig, GradientsParams, Optimizer};
+use burn::tensor::Tensor;
+use learned_fft::conv::{ConvOutput, FftConv1d, FftConv1dConfig, FftSource};
+use learned_fft::psd::{top_k_peaks, welch_psd};
+use learned_fft::spectral::Window;
+use learned_fft::ButterflyOps;
+use num_complex::Complex64;
+
+use crate::common::*;
+
+/// f32: the layer runs three butterflies of log2 N ≤ 10 stages (x, the taps, the inverse), each
+/// rounding every entry once per stage (≤ ε/2 = 6e-8), plus the spectrum product: ~35 roundings
+/// of relative size 6e-8 ≈ 2e-6 of the output's RMS; 1e-5 leaves a 5× margin.
+const CONV_REL_F32: f64 = 1e-5;
+/// f64: the same ~35 roundings at 1.1e-16.
+const CONV_REL_F64: f64 = 1e-12;
+/// Welch's PSD: the same argument for one butterfly and a square: 1e-5 (f32), 1e-12 (f64).
+const WELCH_REL_F32: f64 = 1e-5;
+const WELCH_REL_F64: f64 = 1e-12;
+
+/// The explicit sum `y[c, n] = Σ_k h[c, k] · x[c, n − k] + bias[c]`, in f64.
+fn direct(x: &[f64], h: &[f64], bias: &[f64], batch: usize, channels: usize, l: usize, k: usize, output: ConvOutput) -> Vec<f64> {
+    let out = if output == ConvOutput::Full { l + k - 1 } else { l };
+    let mut y = vec![0.0; batch * channels * out];
+    for b in 0..batch {
+        for c in 0..channels {
+            for n in 0..out {
+                let mut s = bias[c];
+                for j in 0..k {
+                    let i = n as i64 - j as i64;
+                    let i = match output {
+                        ConvOutput::Circular => Some(i.rem_euclid(l as i64) as usize),
+                        _ => (0..l as i64).contains(&i).then_some(i as usize),
+                    };
+                    if let Some(i) = i {
+                        s += h[c * k + j] * x[(b * channels + c) * l + i];
+                    }
+                }
+                y[(b * channels + c) * out + n] = s;
+            }
+        }
+    }
+    y
+}
+
+/// A layer with given taps and bias.
+fn layer<B: ButterflyOps>(cfg: &FftConv1dConfig, l: usize, h: &[f64], bias: &[f64], device: &B::Device) -> FftConv1d<B> {
+    let mut layer: FftConv1d<B> = cfg.init(l, device).unwrap();
+    layer.weight = Param::from_tensor(tensor2::<B>(h, cfg.channels, cfg.kernel_size, device));
+    layer.bias = Some(Param::from_tensor(learned_fft::tensors::float_tensor::<B, 1>(bias.to_vec(), [cfg.channels], device)));
+    layer
+}
+
+fn conv_matches_direct_sum<B: ButterflyOps>(device: &B::Device, _tol: Tol) {
+    let limit = if is_f64::<B>() { CONV_REL_F64 } else { CONV_REL_F32 };
+    let mut case = 0u64;
+    for (l, k, channels, batch, output) in [
+        (16, 3, 1, 1, ConvOutput::Causal),
+        (50, 7, 2, 3, ConvOutput::Causal),
+        (50, 7, 2, 3, ConvOutput::Full),
+        (64, 16, 3, 2, ConvOutput::Circular),
+        (100, 33, 4, 2, ConvOutput::Full),
+        (300, 129, 2, 1, ConvOutput::Causal),
+        (5, 5, 1, 2, ConvOutput::Full),
+    ] {
+        case += 1;
+        let x = round_to_backend::<B>(&normals(700 + case, batch * channels * l), device);
+        let h = round_to_backend::<B>(&normals(800 + case, channels * k), device);
+        let bias = round_to_backend::<B>(&normals(900 + case, channels), device);
+        let cfg = FftConv1dConfig::new(channels, k).with_output(output);
+        let conv = layer::<B>(&cfg, l, &h, &bias, device);
+        let xt = learned_fft::tensors::float_tensor::<B, 1>(x.clone(), [x.len()], device).reshape([batch, channels, l]);
+        let got = host(conv.forward(xt).unwrap());
+        let want = direct(&x, &h, &bias, batch, channels, l, k, output);
+        assert_eq!(got.len(), want.len(), "L={l} K={k} {output:?}: output length");
+        let err = rel_rms_real(&got, &want);
+        assert!(err <= limit, "L={l} K={k} C={channels} batch={batch} {output:?} (N={}): rel RMS {err:e} > {limit:e}", conv.fft_size());
+    }
+}
+per_backend!(conv_matches_direct_sum);
+
+/// Gradients of `Σ a ⊙ y` with respect to the input, the taps and the bias equal central
+/// differences (f64; the loss is linear in each, so the differences are exact up to rounding).
+#[test]
+fn conv_gradients_match_finite_differences() {
+    type A = Autodiff<NdArrayBackend<f64>>;
+    let device = Default::default();
+    let (batch, channels, l, k) = (2, 2, 12, 5);
+    for output in [ConvOutput::Causal, ConvOutput::Full] {
+        let x = normals(1, batch * channels * l);
+        let h = normals(2, channels * k);
+        let bias = normals(3, channels);
+        let out = if output == ConvOutput::Full { l + k - 1 } else { l };
+        let a = normals(4, batch * channels * out);
+        let cfg = FftConv1dConfig::new(channels, k).with_output(output);
+        let loss_of = |x: &[f64], h: &[f64], bias: &[f64]| -> (f64, [Vec<f64>; 3]) {
+            let conv = layer::<A>(&cfg, l, h, bias, &device);
+            let xt = learned_fft::tensors::float_tensor::<A, 1>(x.to_vec(), [x.len()], &device).reshape([batch, channels, l]).require_grad();
+            let at = learned_fft::tensors::float_tensor::<A, 1>(a.clone(), [a.len()], &device).reshape([batch, channels, out]);
+            let loss = (conv.forward(xt.clone()).unwrap() * at).sum();
+            let value = host(loss.clone())[0];
+            let g = loss.backward();
+            let grads = [host(xt.grad(&g).unwrap()), host(conv.weight.grad(&g).unwrap()), host(conv.bias.as_ref().unwrap().grad(&g).unwrap())];
+            (value, grads)
+        };
+        let (_, grads) = loss_of(&x, &h, &bias);
+        let step = F64.fd_step;
+        for (which, g) in grads.iter().enumerate() {
+            let scale = g.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+            for i in 0..g.len() {
+                let eval = |d: f64| {
+                    let (mut x2, mut h2, mut b2) = (x.clone(), h.clone(), bias.clone());
+                    [&mut x2, &mut h2, &mut b2][which][i] += d;
+                    loss_of(&x2, &h2, &b2).0
+                };
+                let fd = (eval(step) - eval(-step)) / (2.0 * step);
+                assert!((g[i] - fd).abs() <= F64.fd_rel * g[i].abs().max(1e-3 * scale), "{output:?} grad {which} entry {i}: {} vs fd {fd}", g[i]);
+            }
+        }
+    }
+}
+
+/// A frozen FFT (exact, or from a shipped checkpoint) gets no gradient and stays bit-identical
+/// through Adam steps while the taps move; a learnable one moves.
+#[test]
+fn frozen_fft_stays_frozen_under_an_optimiser() {
+    type A = Autodiff<NdArrayBackend<f32>>;
+    let device = Default::default();
+    let (channels, l, k) = (2, 48, 17); // N = 64: the shipped dft-n64 checkpoint fits.
+    let ckpt = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("checkpoints/dft-n64-f32.lfft");
+    for (source, frozen) in [(FftSource::Exact, true), (FftSource::Checkpoint(ckpt), true), (FftSource::Learnable, false)] {
+        let cfg = FftConv1dConfig::new(channels, k).with_fft(source.clone());
+        let mut conv: FftConv1d<A> = cfg.init(l, &device).unwrap();
+        assert_eq!(conv.fft_size(), 64);
+        let bits = |c: &FftConv1d<A>| host(c.fft.twiddle_re.val()).into_iter().chain(host(c.fft.twiddle_im.val())).map(f64::to_bits).collect::<Vec<_>>();
+        let (tw0, w0) = (bits(&conv), host(conv.weight.val()));
+        let mut optim = AdamConfig::new().init::<A, FftConv1d<A>>();
+        let x = learned_fft::tensors::float_tensor::<A, 1>(normals(5, 3 * channels * l), [3 * channels * l], &device).reshape([3, channels, l]);
+        let y = learned_fft::tensors::float_tensor::<A, 1>(normals(6, 3 * channels * l), [3 * channels * l], &device).reshape([3, channels, l]);
+        for _ in 0..3 {
+            let loss = (conv.forward(x.clone()).unwrap() - y.clone()).powi_scalar(2).mean();
+            let grads = loss.backward();
+            assert_eq!(conv.fft.twiddle_re.grad(&grads).is_none(), frozen, "{source:?}: twiddle gradient present = {}", !frozen);
+            let grads = GradientsParams::from_grads(grads, &conv);
+            conv = optim.step(1e-2, conv, grads);
+        }
+        assert_ne!(host(conv.weight.val()), w0, "{source:?}: the taps should train");
+        assert_eq!(bits(&conv) == tw0, frozen, "{source:?}: twiddles bit-identical = {frozen} expected");
+        let _ = conv.num_params();
+    }
+}
+
+/// Welch in f64 on the host with rustfft (scipy's density scaling, no detrending).
+fn welch_f64(x: &[f64], segment: usize, overlap: usize, window: Window) -> Vec<f64> {
+    let hop = segment - overlap;
+    let frames = learned_fft::spectral::frame_count(x.len(), segment, hop).unwrap();
+    let w = window.values(segment);
+    let norm: f64 = w.iter().map(|v| v * v).sum();
+    let fft = rustfft::FftPlanner::<f64>::new().plan_fft_forward(segment);
+    let bins = segment / 2 + 1;
+    let mut psd = vec![0.0; bins];
+    for f in 0..frames {
+        let mut buf: Vec<Complex64> = (0..segment).map(|n| Complex64::new(x[f * hop + n] * w[n], 0.0)).collect();
+        fft.process(&mut buf);
+        for k in 0..bins {
+            let double = if k == 0 || k == segment / 2 { 1.0 } else { 2.0 };
+            psd[k] += double * buf[k].norm_sqr() / norm / frames as f64;
+        }
+    }
+    psd
+}
+
+fn welch_matches_f64<B: ButterflyOps>(device: &B::Device, _tol: Tol) {
+    let limit = if is_f64::<B>() { WELCH_REL_F64 } else { WELCH_REL_F32 };
+    for (t, segment, overlap, window, batch) in [(1000, 64, 32, Window::Hann, 3), (777, 128, 0, Window::Hamming, 2), (256, 256, 0, Window::Rectangular, 1), (500, 32, 24, Window::Hann, 2)] {
+        let x = round_to_backend::<B>(&normals(segment as u64 + t as u64, batch * t), device);
+        let got = host(welch_psd(tensor2::<B>(&x, batch, t, device), segment, overlap, window).unwrap());
+        let bins = segment / 2 + 1;
+        for b in 0..batch {
+            let want = welch_f64(&x[b * t..(b + 1) * t], segment, overlap, window);
+            let err = rel_rms_real(&got[b * bins..(b + 1) * bins], &want);
+            assert!(err <= limit, "T={t} segment={segment} overlap={overlap} {window:?} row {b}: rel RMS {err:e} > {limit:e}");
+        }
+    }
+}
+per_backend!(welch_matches_f64);
+
+/// Three sinusoids planted in noise are the three top peaks of the PSD, in every row.
+#[test]
+fn top_k_peaks_find_planted_sinusoids() {
+    type Bk = NdArrayBackend<f32>;
+    let device = Default::default();
+    let (batch, t, segment) = (3, 4096, 256);
+    let planted = [[17usize, 40, 90], [5, 64, 101], [30, 31 + 3, 120]];
+    let noise = normals(42, batch * t);
+    let mut x = vec![0.0; batch * t];
+    for b in 0..batch {
+        for (j, &bin) in planted[b].iter().enumerate() {
+            let amp = [1.0, 0.7, 0.5][j];
+            for n in 0..t {
+                x[b * t + n] += amp * (2.0 * std::f64::consts::PI * bin as f64 * n as f64 / segment as f64 + j as f64).sin();
+            }
+        }
+        for n in 0..t {
+            x[b * t + n] += 0.05 * noise[b * t + n];
+        }
+    }
+    let psd = welch_psd(tensor2::<Bk>(&x, batch, t, &device), segment, segment / 2, Window::Hann).unwrap();
+    let (_, idx) = top_k_peaks(psd, 3).unwrap();
+    let idx: Vec<i64> = idx.into_data().convert::<i64>().to_vec().unwrap();
+    for b in 0..batch {
+        let mut found: Vec<usize> = idx[b * 3..(b + 1) * 3].iter().map(|&i| i as usize).collect();
+        found.sort();
+        assert_eq!(found, planted[b].to_vec(), "row {b}");
+    }
+}
+
+#[test]
+fn conv_and_psd_bad_input_give_clear_errors() {
+    type Bk = NdArrayBackend<f32>;
+    let device = Default::default();
+    let msg = |e: learned_fft::Error| e.to_string();
+    let long = msg(FftConv1dConfig::new(1, 40).init::<Bk>(30, &device).err().expect("refused"));
+    assert!(long.contains("fft_conv1d.init") && long.contains("40 taps") && long.contains("30"), "{long}");
+    let circ = msg(FftConv1dConfig::new(1, 4).with_output(ConvOutput::Circular).init::<Bk>(30, &device).err().expect("refused"));
+    assert!(circ.contains("power of two") && circ.contains("30"), "{circ}");
+    let ckpt = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("checkpoints/dft-n64-f32.lfft");
+    let wrong_n = msg(FftConv1dConfig::new(1, 4).with_fft(FftSource::Checkpoint(ckpt)).init::<Bk>(100, &device).err().expect("refused"));
+    assert!(wrong_n.contains("N = 128") && wrong_n.contains("N = 64"), "{wrong_n}");
+    let conv: FftConv1d<Bk> = FftConv1dConfig::new(2, 4).init(20, &device).unwrap();
+    let channels = msg(conv.forward(Tensor::zeros([1, 3, 20], &device)).err().expect("refused"));
+    assert!(channels.contains("fft_conv1d.forward") && channels.contains("[batch, 2, 20]") && channels.contains("[1, 3, 20]"), "{channels}");
+    let psd = Tensor::<Bk, 2>::zeros([2, 33], &device);
+    let k = msg(top_k_peaks(psd, 34).err().expect("refused"));
+    assert!(k.contains("top_k_peaks") && k.contains("bins = 33") && k.contains("34"), "{k}");
+    let short = msg(welch_psd(Tensor::<Bk, 2>::zeros([1, 50], &device), 64, 32, Window::Hann).err().expect("refused"));
+    assert!(short.contains("welch_psd") && short.contains("64") && short.contains("50"), "{short}");
+    let seg = msg(welch_psd(Tensor::<Bk, 2>::zeros([1, 50], &device), 12, 4, Window::Hann).err().expect("refused"));
+    assert!(seg.contains("12"), "{seg}");
+    let overlap = msg(welch_psd(Tensor::<Bk, 2>::zeros([1, 100], &device), 32, 32, Window::Hann).err().expect("refused"));
+    assert!(overlap.contains("overlap") && overlap.contains("32"), "{overlap}");
+}
