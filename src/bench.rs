@@ -11,6 +11,7 @@ use serde::Serialize;
 
 use crate::backend::{BackendTask, FftBackend, Selected};
 use crate::butterfly::{Butterfly, ButterflyConfig, ButterflyInit};
+use crate::conv::{FftConv1d, FftConv1dConfig};
 use crate::error::{check_power_of_two, Error, Result};
 use crate::ops::{ButterflyOps, KernelChoice};
 use crate::spectral::{Distance, SpectralLoss, SpectralLossConfig};
@@ -233,5 +234,84 @@ impl BackendTask for SpectralBench {
             loss_rel_diff,
             grad_rel_rms_diff,
         })
+    }
+}
+
+/// `learned-fft bench conv`: [`FftConv1d`] (exact FFT, causal) against Burn's direct `conv1d`
+/// (depthwise, the same outputs) for several kernel lengths; forward times.
+#[derive(Clone, Debug)]
+pub struct ConvBench {
+    /// Kernel lengths K.
+    pub kernels: Vec<usize>,
+    /// Samples per signal L.
+    pub length: usize,
+    /// Channels.
+    pub channels: usize,
+    /// Signals.
+    pub batch: usize,
+    /// Untimed calls first.
+    pub warmup: usize,
+    /// Timed calls (the median is reported).
+    pub iters: usize,
+}
+
+/// One kernel length of [`ConvBench`].
+#[derive(Clone, Debug, Serialize)]
+pub struct ConvBenchRow {
+    /// Kernel length K.
+    pub kernel: usize,
+    /// FFT size N.
+    pub fft_size: usize,
+    /// Median forward time of the FFT convolution.
+    pub fft_ms: f64,
+    /// Median forward time of the direct convolution.
+    pub direct_ms: f64,
+    /// `direct_ms / fft_ms`.
+    pub fft_speedup: f64,
+}
+
+/// Result of [`ConvBench`].
+#[derive(Clone, Debug, Serialize)]
+pub struct ConvBenchResult {
+    /// Backend, precision and device.
+    pub backend: Selected,
+    /// Samples per signal.
+    pub length: usize,
+    /// Channels.
+    pub channels: usize,
+    /// Signals.
+    pub batch: usize,
+    /// One row per kernel length.
+    pub rows: Vec<ConvBenchRow>,
+    /// The smallest K from which on the FFT convolution is faster at every measured length.
+    pub crossover: Option<usize>,
+}
+
+impl BackendTask for ConvBench {
+    type Output = ConvBenchResult;
+
+    fn run<B: FftBackend>(self, device: B::Device, selected: &Selected) -> Result<ConvBenchResult> {
+        type I<B> = <B as burn::tensor::backend::AutodiffBackend>::InnerBackend;
+        let (l, c, batch) = (self.length, self.channels, self.batch);
+        if l == 0 || c == 0 || batch == 0 {
+            return Err(Error::invalid("bench conv", "length, channels and batch ≥ 1", format!("{l}, {c}, {batch}")));
+        }
+        let x = Tensor::<I<B>, 3>::random([batch, c, l], Distribution::Normal(0.0, 1.0), &device);
+        let mut rows = Vec::new();
+        for &k in &self.kernels {
+            let conv: FftConv1d<I<B>> = FftConv1dConfig::new(c, k).init(l, &device)?;
+            let fft_ms = median_ms::<I<B>>(&device, self.warmup, self.iters, || conv.forward(x.clone()).map(drop))?;
+            // The same causal convolution directly: Burn's conv1d is a cross-correlation, so the
+            // taps are flipped; K − 1 zeros of padding, the first L outputs kept.
+            let weight = conv.weight.val().flip([1]).reshape([c, 1, k]);
+            let options = burn::tensor::ops::ConvOptions::new([1], [k - 1], [1], c);
+            let direct_ms = median_ms::<I<B>>(&device, self.warmup, self.iters, || {
+                drop(burn::tensor::module::conv1d(x.clone(), weight.clone(), None, options.clone()).narrow(2, 0, l));
+                Ok(())
+            })?;
+            rows.push(ConvBenchRow { kernel: k, fft_size: conv.fft_size(), fft_ms, direct_ms, fft_speedup: direct_ms / fft_ms });
+        }
+        let crossover = (0..rows.len()).find(|&i| rows[i..].iter().all(|r| r.fft_speedup > 1.0)).map(|i| rows[i].kernel);
+        Ok(ConvBenchResult { backend: selected.clone(), length: l, channels: c, batch, rows, crossover })
     }
 }

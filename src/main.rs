@@ -3,7 +3,7 @@
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use learned_fft::backend::{dispatch, select, BackendKind, BackendTask, FftBackend, Precision, Selected};
-use learned_fft::bench::{ButterflyBench, SpectralBench};
+use learned_fft::bench::{ButterflyBench, ConvBench, SpectralBench};
 use learned_fft::metrics::{self, exact_row};
 use learned_fft::train::progress::ProgressLine;
 use learned_fft::train::Checkpoint;
@@ -226,6 +226,27 @@ enum BenchCommand {
         #[arg(long)]
         verbose: bool,
     },
+    /// FftConv1d (exact FFT) against Burn's direct conv1d, forward, for several kernel lengths.
+    Conv {
+        /// Kernel lengths, comma-separated.
+        #[arg(long, value_delimiter = ',', default_value = "16,32,64,128,256,512,1024")]
+        kernels: Vec<usize>,
+        /// Samples per signal (with K ≤ 1024, N = 4096: the largest fused butterfly).
+        #[arg(long, default_value_t = 2048)]
+        length: usize,
+        /// Channels.
+        #[arg(long, default_value_t = 8)]
+        channels: usize,
+        /// Signals.
+        #[arg(long, default_value_t = 16)]
+        batch: usize,
+        /// Untimed warm-up calls.
+        #[arg(long, default_value_t = 2)]
+        warmup: usize,
+        /// Timed calls (the median is reported).
+        #[arg(long, default_value_t = 10)]
+        iters: usize,
+    },
     /// The spectral loss: forward, and forward + backward, on the fused path and on the
     /// reference path of the same backend, for random signals.
     Spectral {
@@ -340,6 +361,13 @@ fn run(cli: Cli) -> learned_fft::Result<serde_json::Value> {
                 );
             }
             Ok(json!({ "sweep": rows }))
+        }
+        Command::Bench(BenchCommand::Conv { kernels, length, channels, batch, warmup, iters }) => {
+            let r = dispatch(cli.backend, cli.precision, ConvBench { kernels, length, channels, batch, warmup, iters })?;
+            for row in &r.rows {
+                eprintln!("conv K={} (N={}) on {}: fft {:.3} ms, direct {:.3} ms ({:.2}×)", row.kernel, row.fft_size, r.backend, row.fft_ms, row.direct_ms, row.fft_speedup);
+            }
+            Ok(serde_json::to_value(r).expect("bench results serialise"))
         }
         Command::Bench(BenchCommand::Spectral { win, hop, signals, samples, warmup, iters, no_reference }) => {
             let bench = SpectralBench { win, hop: hop.unwrap_or((win / 4).max(1)), signals, samples, warmup, iters, reference: !no_reference };
