@@ -7,8 +7,14 @@
 //! - [`reference`]: f64 truth on the CPU (rustfft, rustdct, dense target matrices).
 //! - [`metrics`]: the rmse metric of Dao et al. (2019) and its floor.
 //! - [`backend`]: backend choice (wgpu, candle, ndarray, cuda) and one generic code path.
-//! - [`ops`]: the backend-extension trait [`ButterflyOps`]; [`kernels`] the fused CubeCL
-//!   kernels behind it on wgpu and CUDA, [`backends`] the per-backend implementations.
+//! - [`train`]: the [`Trainer`] that fits the layer to a target transform from random init
+//!   (Adam, then matrix-free Levenberg–Marquardt), with checkpoints, TensorBoard and export.
+//! - [`spectral`]: the spectral loss ([`SpectralLoss`], multi-resolution), fused on wgpu/CUDA.
+//! - [`conv`]: [`conv::FftConv1d`], depthwise convolution through a (trained) butterfly FFT;
+//!   [`psd`]: Welch's PSD and peak picking on the butterfly FFT.
+//! - [`ops`]: the backend-extension traits [`ButterflyOps`] and [`SpectralOps`]; [`kernels`]
+//!   the fused CubeCL kernels behind them on wgpu and CUDA, [`backends`] the per-backend
+//!   implementations.
 //!
 //! ## Complex numbers
 //! Complex tensors are `(re, im)` pairs of real tensors of the same shape.
