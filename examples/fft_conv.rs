@@ -12,7 +12,6 @@
 //! spectral loss. It prints the loss as it falls and the learned taps against the true ones.
 
 use burn::module::Module;
-use burn::tensor::backend::Backend;
 use burn::nn::loss::Reduction;
 use burn::optim::{AdamConfig, GradientsParams, Optimizer};
 use clap::Parser;

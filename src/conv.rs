@@ -120,13 +120,20 @@ impl FftConv1dConfig {
             }
         };
         let k = self.kernel_size;
-        // Burn's initialisers create the device's default dtype; cast to the backend's own (see
-        // `crate::tensors`).
-        let dtype = <B::FloatElem as burn::tensor::Element>::dtype();
-        let weight = Param::from_tensor(self.initializer.init_with::<B, 2, _>([self.channels, k], Some(k), None, device).val().detach().cast(dtype));
-        let bias = self.bias.then(|| Param::from_tensor(self.initializer.init_with::<B, 1, _>([self.channels], Some(k), None, device).val().detach().cast(dtype)));
+        let weight = Param::from_tensor(own_dtype(self.initializer.init_with::<B, 2, _>([self.channels, k], Some(k), None, device)));
+        let bias = self.bias.then(|| Param::from_tensor(own_dtype(self.initializer.init_with::<B, 1, _>([self.channels], Some(k), None, device))));
         Ok(FftConv1d { weight, bias, fft, channels: self.channels, kernel_size: k, length, n, output: self.output })
     }
+}
+
+/// The initialiser's value in `B`'s own float type, as an untracked leaf.
+///
+/// Burn's initialisers create the device's default dtype, which `NdArray<f32>` and
+/// `NdArray<f64>` (or the two candle backends) share (see `crate::tensors`), so a cast may be a
+/// real op. The value is taken off the autodiff graph first: a cast of a tracked tensor is not a
+/// leaf, and `Param::from_tensor` could not make it a parameter again.
+fn own_dtype<B: Backend, const D: usize>(init: Param<Tensor<B, D>>) -> Tensor<B, D> {
+    init.val().set_require_grad(false).cast(<B::FloatElem as burn::tensor::Element>::dtype())
 }
 
 /// Depthwise 1-D convolution through a butterfly FFT (see the module docs).

@@ -127,10 +127,16 @@ fn conv_gradients_match_finite_differences() {
 }
 
 /// A frozen FFT (exact, or from a shipped checkpoint) gets no gradient and stays bit-identical
-/// through Adam steps while the taps move; a learnable one moves.
+/// through Adam steps while the taps move; a learnable one moves. Both element types run in one
+/// test: they share the device's default dtype, so for one of them the initialiser's value is
+/// cast, and the layer must still make trainable parameters of it.
 #[test]
 fn frozen_fft_stays_frozen_under_an_optimiser() {
-    type A = Autodiff<NdArrayBackend<f32>>;
+    frozen_fft_case::<Autodiff<NdArrayBackend<f32>>>();
+    frozen_fft_case::<Autodiff<NdArrayBackend<f64>>>();
+}
+
+fn frozen_fft_case<A: burn::tensor::backend::AutodiffBackend + ButterflyOps>() {
     let device = Default::default();
     let (channels, l, k) = (2, 48, 17); // N = 64: the shipped dft-n64 checkpoint fits.
     let ckpt = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("checkpoints/dft-n64-f32.lfft");
