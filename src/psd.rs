@@ -42,7 +42,7 @@ pub fn welch_psd_with<B: ButterflyOps>(fft: &Butterfly<B>, signal: Tensor<B, 2>,
     let device = signal.device();
     let w = window.values(segment);
     let norm: f64 = w.iter().map(|v| v * v).sum();
-    let framed = crate::spectral::select_columns(signal, frame_indices(frames, segment, hop)).reshape([batch, frames, segment]);
+    let framed = crate::tensors::select_columns(signal, frame_indices(frames, segment, hop)).reshape([batch, frames, segment]);
     let windowed = framed * float_tensor::<B, 1>(w, [segment], &device).reshape([1, 1, segment]);
     let (re, im) = fft.forward_real(windowed)?;
     let bins = segment / 2 + 1;

@@ -33,3 +33,24 @@ pub fn eye<B: Backend>(n: usize, device: &B::Device) -> Tensor<B, 2> {
 pub fn to_f64_vec<B: Backend, const D: usize>(tensor: Tensor<B, D>) -> Vec<f64> {
     tensor.into_data().iter::<f64>().collect()
 }
+
+/// Largest index tensor given to one `select`. Burn 0.21's `select` backward on wgpu returns
+/// wrong gradients once the index has more than 65 535 entries (seen on lavapipe and on an H100 through Vulkan, for framing and for the butterfly's
+/// permutation at N = 65536; `unfold` and reflect `pad` are wrong elsewhere, so framing stays a
+/// `select`): longer gathers are split
+/// and concatenated.
+const MAX_SELECT_INDICES: usize = 1 << 15;
+
+/// `x.select(1, indices)` for `[rows, cols]`, in pieces of at most [`MAX_SELECT_INDICES`].
+pub fn select_columns<B: Backend>(x: Tensor<B, 2>, indices: Vec<i64>) -> Tensor<B, 2> {
+    let device = x.device();
+    let pieces: Vec<Tensor<B, 2>> = indices
+        .chunks(MAX_SELECT_INDICES)
+        .map(|c| x.clone().select(1, int_tensor::<B, 1>(c.to_vec(), [c.len()], &device)))
+        .collect();
+    if pieces.len() == 1 {
+        pieces.into_iter().next().expect("one piece")
+    } else {
+        Tensor::cat(pieces, 1)
+    }
+}

@@ -3,7 +3,7 @@
 
 use burn::tensor::{backend::Backend, Tensor};
 
-use crate::tensors::int_tensor;
+use crate::tensors::select_columns;
 
 use super::Permutation;
 
@@ -40,8 +40,7 @@ pub(crate) fn permute_input<B: Backend>(re: Tensor<B, 2>, im: Tensor<B, 2>, perm
         Permutation::Identity => (re, im),
         _ => {
             let idx: Vec<i64> = perm.indices(n).into_iter().map(|i| i as i64).collect();
-            let idx = int_tensor::<B, 1>(idx, [n], &re.device());
-            (re.select(1, idx.clone()), im.select(1, idx))
+            (select_columns(re, idx.clone()), select_columns(im, idx))
         }
     }
 }

@@ -28,7 +28,7 @@ mod stft;
 mod window;
 
 pub use reference::{distance, magnitudes};
-pub(crate) use stft::select_columns;
+use crate::tensors::select_columns;
 pub use stft::{check_pair, check_stft, loss_from_magnitudes, spectral_loss_composed, stft_magnitudes, stft_magnitudes_reference, LossParams, StftTables};
 pub use window::{frame_count, frame_indices, reflect_indices, Window};
 
@@ -153,7 +153,7 @@ impl<B: SpectralOps> SpectralLoss<B> {
         if pad >= t {
             return Err(Error::invalid(op, format!("more than W/2 = {pad} samples per signal to reflect-pad (center = true)"), t));
         }
-        Ok(stft::select_columns(x, reflect_indices(t, pad)))
+        Ok(select_columns(x, reflect_indices(t, pad)))
     }
 
     /// Whether this loss takes the fused kernels on `device`; with `KernelChoice::Fused`, an

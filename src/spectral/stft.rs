@@ -8,7 +8,7 @@ use super::frame_indices;
 use super::{distance, frame_count, magnitudes, Distance, Magnitude, Window};
 use crate::error::{Error, Result};
 use crate::ops::SpectralOps;
-use crate::tensors::{float_tensor, int_tensor};
+use crate::tensors::{float_tensor, select_columns};
 
 /// The constants of a short-time transform of window length W, computed once in f64 and stored
 /// on the device in the backend's float type: the windowed DFT basis of the reference path and
@@ -112,26 +112,6 @@ pub fn stft_magnitudes_reference<B: Backend>(x: Tensor<B, 2>, tables: &StftTable
 /// [`Error::InvalidInput`] when T < W or hop = 0.
 pub fn stft_magnitudes<B: SpectralOps>(x: Tensor<B, 2>, tables: &StftTables<B>, hop: usize, magnitude: Magnitude, eps: f64) -> Result<Tensor<B, 3>> {
     B::stft_magnitudes(x, tables, hop, magnitude, eps)
-}
-
-/// Largest index tensor given to one `select`. Burn 0.21's `select` backward on wgpu returns
-/// wrong gradients once the index has more than 65 535 entries (seen on lavapipe; its `unfold`
-/// and reflect `pad` are wrong elsewhere, so framing stays a `select`): longer gathers are split
-/// and concatenated.
-const MAX_SELECT_INDICES: usize = 1 << 15;
-
-/// `x.select(1, indices)` for `[rows, cols]`, in pieces of at most [`MAX_SELECT_INDICES`].
-pub(crate) fn select_columns<B: Backend>(x: Tensor<B, 2>, indices: Vec<i64>) -> Tensor<B, 2> {
-    let device = x.device();
-    let pieces: Vec<Tensor<B, 2>> = indices
-        .chunks(MAX_SELECT_INDICES)
-        .map(|c| x.clone().select(1, int_tensor::<B, 1>(c.to_vec(), [c.len()], &device)))
-        .collect();
-    if pieces.len() == 1 {
-        pieces.into_iter().next().expect("one piece")
-    } else {
-        Tensor::cat(pieces, 1)
-    }
 }
 
 /// The constants of a reduced spectral loss, as [`SpectralOps::spectral_loss`] takes them:

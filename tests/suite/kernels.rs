@@ -54,9 +54,13 @@ fn check_kernel_matches_reference<B: Backend>(device: &B::Device)
 where
     Autodiff<B>: ButterflyOps<Device = B::Device>,
 {
-    for n in sizes_up_to(4096) {
+    // One pass up to 4096, two above (the batches shrink with N to bound the reference's time).
+    let two_pass = [(8192, &[1, 3, 257][..]), (16384, &[1, 3][..]), (65536, &[2][..])];
+    let cases = sizes_up_to(4096).into_iter().map(|n| (n, &[1, 3, 257, 1000][..])).chain(two_pass);
+    assert!(!<Autodiff<B> as ButterflyOps>::butterfly_is_fused(1 << 17, device), "n above MAX_FUSED_N takes the reference path");
+    for (n, batches) in cases {
         assert!(<Autodiff<B> as ButterflyOps>::butterfly_is_fused(n, device), "n={n}: the fused path is not taken");
-        for batch in [1, 3, 257, 1000] {
+        for &batch in batches {
             for perm in [Permutation::BitReversal, Permutation::Identity] {
                 if perm == Permutation::Identity && batch != 3 {
                     continue;
@@ -80,7 +84,7 @@ fn check_deterministic<B: Backend>(device: &B::Device)
 where
     Autodiff<B>: ButterflyOps<Device = B::Device>,
 {
-    for (n, batch) in [(16, 5000), (1024, 1000)] {
+    for (n, batch) in [(16, 5000), (1024, 1000), (16384, 7)] {
         let first = run::<B>(n, batch, true, Permutation::BitReversal, device);
         let second = run::<B>(n, batch, true, Permutation::BitReversal, device);
         for i in 2..6 {

@@ -11,21 +11,32 @@ use burn_cubecl::{kernel::into_contiguous, tensor::CubeTensor, CubeRuntime, Floa
 use crate::kernels::empty;
 use cubecl::{prelude::*, CubeCount, CubeDim};
 
-use super::forward::permuted;
-use super::{grid, Plan};
+use super::forward::{launch_pass, line_element, permuted, slot_of, twiddle_of};
+use super::{device_passes, grid, Pass, MAX_PARTIAL_BYTES};
 use crate::butterfly::Permutation;
 
-/// Cubes of the backward launch, at most: each loops over its share of the batch.
+/// Cubes of the backward launch, at most: each loops over its share of the lines.
 const MAX_BACKWARD_CUBES: usize = 512;
 
-/// Each (cube, row slot) writes one partial twiddle gradient; their buffer stays under this many
-/// bytes (storage bindings are limited to 128 MiB on some Vulkan drivers, lavapipe among them).
-const MAX_PARTIAL_BYTES: usize = 64 << 20;
+/// Where a (cube, line slot)'s partial twiddle gradient goes. Every line slot of a cube sees
+/// lines of one residue `g` (mod lines per row `G`) only (the cube count is a multiple of
+/// `G / rows`), so its partial covers that residue's twiddles; partials are laid out
+/// `[G, per_g, 2, local entries]` and `(g, m)` is returned, `m` numbering the slots of residue
+/// `g`.
+#[cube]
+fn partial_slot(cube: usize, l: usize, #[comptime] lines_per_row: usize, #[comptime] rows: usize) -> (usize, usize) {
+    let cube_groups = comptime![if lines_per_row > rows { lines_per_row / rows } else { 1 }];
+    let line_groups = comptime![if rows > lines_per_row { rows / lines_per_row } else { 1 }];
+    let g = ((cube % cube_groups) * rows + l) % lines_per_row;
+    let m = (cube / cube_groups) * line_groups + l / lines_per_row;
+    (g, m)
+}
 
-/// Each cube loops over row chunks `c, c + cubes, …`. Per chunk: load x (permuted), run the
-/// forward stages keeping each thread's stage inputs in registers, load the output gradient, run
-/// the stages backwards accumulating the twiddle gradient in registers, and store the input
-/// gradient (un-permuted). At the end each (cube, row slot) writes its partial twiddle gradient.
+/// Each cube loops over line chunks `c, c + cubes, …`. Per chunk: load x (permuted on the first
+/// pass), run the pass's forward stages keeping each thread's stage inputs in registers, load
+/// the output gradient, run the stages backwards accumulating the twiddle gradient in
+/// registers, and store the input gradient (un-permuted). At the end each (cube, line slot)
+/// writes its partial twiddle gradient.
 #[cube(launch)]
 pub(crate) fn butterfly_backward_kernel<F: Float>(
     grad_out: &Tensor<F>,
@@ -36,24 +47,32 @@ pub(crate) fn butterfly_backward_kernel<F: Float>(
     grad_x: &mut Tensor<F>,
     partials: &mut Tensor<F>,
     batch: u32,
+    im_offset: u32,
     cubes: u32,
     #[comptime] log_n: usize,
+    #[comptime] stage0: usize,
+    #[comptime] log_local: usize,
     #[comptime] rows: usize,
     #[comptime] threads: usize,
     #[comptime] bit_reverse: bool,
 ) {
     let n = comptime![1usize << log_n];
-    let half = comptime![n / 2];
+    let local = comptime![1usize << log_local];
+    let half = comptime![local / 2];
+    let half_n = comptime![n / 2];
+    let lines_per_row = comptime![1usize << (log_n - log_local)];
+    let strided = comptime![stage0 > 0];
     let per_thread = comptime![rows * half / threads];
-    let mut s_re = SharedMemory::<F>::new(comptime![rows * n]);
-    let mut s_im = SharedMemory::<F>::new(comptime![rows * n]);
+    let mut s_re = SharedMemory::<F>::new(comptime![rows * local]);
+    let mut s_im = SharedMemory::<F>::new(comptime![rows * local]);
     // Stage inputs (x0r, x0i, x1r, x1i) and twiddle-gradient accumulators (8 per block).
-    let mut saved = Array::<F>::new(comptime![log_n * per_thread * 4]);
-    let mut acc = Array::<F>::new(comptime![log_n * per_thread * 8]);
-    for a in 0..comptime![log_n * per_thread * 8] {
+    let mut saved = Array::<F>::new(comptime![log_local * per_thread * 4]);
+    let mut acc = Array::<F>::new(comptime![log_local * per_thread * 8]);
+    for a in 0..comptime![log_local * per_thread * 8] {
         acc[a] = F::new(0.0);
     }
     let batch = batch as usize;
+    let im_offset = im_offset as usize;
     let cubes = cubes as usize;
     let cube = CUBE_POS;
     if cube >= cubes {
@@ -61,36 +80,37 @@ pub(crate) fn butterfly_backward_kernel<F: Float>(
     }
     let t = UNIT_POS_X as usize;
     let plane = batch * n;
-    let chunks = batch.div_ceil(rows);
+    let chunks = (batch * lines_per_row).div_ceil(rows);
 
     let mut chunk = cube;
     while chunk < chunks {
-        let first_row = chunk * rows;
+        let first_line = chunk * rows;
         #[unroll]
         for q in 0..comptime![2 * per_thread] {
-            let e = t + q * threads;
-            let row = first_row + e / n;
-            let src = permuted(e % n, log_n, bit_reverse);
+            let (l, j) = slot_of(t + q * threads, log_local, rows, strided);
+            let (row, i) = line_element(first_line + l, j, log_n, stage0, log_local);
+            let src = row * n + permuted(i, log_n, bit_reverse);
             let mut vr = F::new(0.0);
             let mut vi = F::new(0.0);
             if row < batch {
-                vr = x_re[row * n + src];
-                vi = x_im[row * n + src];
+                vr = x_re[src];
+                vi = x_im[im_offset + src];
             }
-            s_re[e] = vr;
-            s_im[e] = vi;
+            s_re[l * local + j] = vr;
+            s_im[l * local + j] = vi;
         }
         sync_cube();
 
-        for s in 0..log_n {
+        for s in 0..log_local {
             let st = 1usize << s;
             #[unroll]
             for p in 0..per_thread {
                 let b = t + p * threads;
                 let k = b % half;
-                let i0 = (b / half) * n + ((k >> s) << (s + 1)) + (k & (st - 1));
+                let l = b / half;
+                let i0 = l * local + ((k >> s) << (s + 1)) + (k & (st - 1));
                 let i1 = i0 + st;
-                let w = (s * half + k) * 4;
+                let w = ((stage0 + s) * half_n + twiddle_of(first_line + l, k, log_n, stage0, log_local)) * 4;
                 let (ar, ai, br, bi) = (s_re[i0], s_im[i0], s_re[i1], s_im[i1]);
                 let v = (s * per_thread + p) * 4;
                 saved[v] = ar;
@@ -109,29 +129,30 @@ pub(crate) fn butterfly_backward_kernel<F: Float>(
 
         #[unroll]
         for q in 0..comptime![2 * per_thread] {
-            let e = t + q * threads;
-            let row = first_row + e / n;
+            let (l, j) = slot_of(t + q * threads, log_local, rows, strided);
+            let (row, i) = line_element(first_line + l, j, log_n, stage0, log_local);
             let mut gr = F::new(0.0);
             let mut gi = F::new(0.0);
             if row < batch {
-                gr = grad_out[row * n + e % n];
-                gi = grad_out[plane + row * n + e % n];
+                gr = grad_out[row * n + i];
+                gi = grad_out[plane + row * n + i];
             }
-            s_re[e] = gr;
-            s_im[e] = gi;
+            s_re[l * local + j] = gr;
+            s_im[l * local + j] = gi;
         }
         sync_cube();
 
-        for r in 0..log_n {
-            let s = log_n - 1 - r;
+        for r in 0..log_local {
+            let s = log_local - 1 - r;
             let st = 1usize << s;
             #[unroll]
             for p in 0..per_thread {
                 let b = t + p * threads;
                 let k = b % half;
-                let i0 = (b / half) * n + ((k >> s) << (s + 1)) + (k & (st - 1));
+                let l = b / half;
+                let i0 = l * local + ((k >> s) << (s + 1)) + (k & (st - 1));
                 let i1 = i0 + st;
-                let w = (s * half + k) * 4;
+                let w = ((stage0 + s) * half_n + twiddle_of(first_line + l, k, log_n, stage0, log_local)) * 4;
                 let (g0r, g0i, g1r, g1i) = (s_re[i0], s_im[i0], s_re[i1], s_im[i1]);
                 let v = (s * per_thread + p) * 4;
                 let (ar, ai, br, bi) = (saved[v], saved[v + 1], saved[v + 2], saved[v + 3]);
@@ -159,27 +180,28 @@ pub(crate) fn butterfly_backward_kernel<F: Float>(
         // Position i of the permuted vector came from x[perm(i)]: its gradient goes back there.
         #[unroll]
         for q in 0..comptime![2 * per_thread] {
-            let e = t + q * threads;
-            let row = first_row + e / n;
+            let (l, j) = slot_of(t + q * threads, log_local, rows, strided);
+            let (row, i) = line_element(first_line + l, j, log_n, stage0, log_local);
             if row < batch {
-                let dst = row * n + permuted(e % n, log_n, bit_reverse);
-                grad_x[dst] = s_re[e];
-                grad_x[plane + dst] = s_im[e];
+                let dst = row * n + permuted(i, log_n, bit_reverse);
+                grad_x[dst] = s_re[l * local + j];
+                grad_x[plane + dst] = s_im[l * local + j];
             }
         }
         sync_cube();
         chunk += cubes;
     }
 
-    // partials: [cubes · rows, 2, log_n, half, 4]
-    let entries = comptime![log_n * half * 4];
-    for s in 0..log_n {
+    // partials: [lines_per_row, per_g, 2, entries]
+    let entries = comptime![log_local * half * 4];
+    let per_g = (cubes / comptime![if lines_per_row > rows { lines_per_row / rows } else { 1 }]) * comptime![if rows > lines_per_row { rows / lines_per_row } else { 1 }];
+    for s in 0..log_local {
         #[unroll]
         for p in 0..per_thread {
             let b = t + p * threads;
             let k = b % half;
-            let slot = cube * rows + b / half;
-            let base = slot * 2 * entries + (s * half + k) * 4;
+            let (g, m) = partial_slot(cube, b / half, lines_per_row, rows);
+            let base = (g * per_g + m) * 2 * entries + (s * half + k) * 4;
             let a = (s * per_thread + p) * 8;
             #[unroll]
             for j in 0..4usize {
@@ -190,24 +212,118 @@ pub(crate) fn butterfly_backward_kernel<F: Float>(
     }
 }
 
-/// `out[e] = Σ_p parts[p · len + e]`, summed in the order p = 0, 1, …: deterministic.
+/// Sums the partials of one pass into its stages' rows of the twiddle gradient
+/// `out: [2, log2 n · n/2 · 4]`, each entry over the slots of its residue in the order
+/// `m = 0, 1, …`: deterministic.
 #[cube(launch)]
-pub(crate) fn sum_partials_kernel<F: Float>(parts: &Tensor<F>, out: &mut Tensor<F>, num_parts: u32, len: u32) {
+pub(crate) fn sum_partials_kernel<F: Float>(
+    parts: &Tensor<F>,
+    out: &mut Tensor<F>,
+    per_g: u32,
+    #[comptime] log_n: usize,
+    #[comptime] stage0: usize,
+    #[comptime] log_local: usize,
+) {
+    let half_n = comptime![1usize << (log_n - 1)];
+    let half = comptime![1usize << (log_local - 1)];
+    let lines_per_row = comptime![1usize << (log_n - log_local)];
+    let local_entries = comptime![log_local * half * 4];
+    let pass_entries = comptime![log_local * half_n * 4];
+    let all_entries = comptime![log_n * half_n * 4];
     let e = ABSOLUTE_POS;
-    let len = len as usize;
-    if e >= len {
+    if e >= comptime![2 * pass_entries] {
         terminate!();
     }
-    let mut sum = F::new(0.0);
-    for p in 0..num_parts as usize {
-        sum += parts[p * len + e];
+    let c = e / pass_entries;
+    let rest = e % pass_entries;
+    let s = rest / comptime![half_n * 4];
+    let k = (rest / 4) % half_n;
+    let jj = rest % 4;
+    let mut g = k / half;
+    let mut k_local = k % half;
+    if comptime![stage0 > 0] {
+        g = k % lines_per_row;
+        k_local = k / lines_per_row;
     }
-    out[e] = sum;
+    let per_g = per_g as usize;
+    let src = (s * half + k_local) * 4 + jj + c * local_entries;
+    let mut sum = F::new(0.0);
+    for m in 0..per_g {
+        sum += parts[(g * per_g + m) * 2 * local_entries + src];
+    }
+    out[c * all_entries + ((stage0 + s) * half_n + k) * 4 + jj] = sum;
+}
+
+/// Launches the backward of one pass: output gradient (packed) and the pass's input (re, im at
+/// `im_offset` into `x_im`) → packed input gradient; writes the pass's stages of `grad_tw`.
+#[allow(clippy::too_many_arguments)]
+fn backward_pass<R: CubeRuntime, F: FloatElement>(
+    pass: &Pass,
+    grad_out: CubeTensor<R>,
+    x_re: CubeTensor<R>,
+    x_im: CubeTensor<R>,
+    im_offset: usize,
+    tw_re: CubeTensor<R>,
+    tw_im: CubeTensor<R>,
+    grad_tw: &CubeTensor<R>,
+    batch: usize,
+    bit_reverse: bool,
+) -> CubeTensor<R> {
+    let client = x_re.client.clone();
+    let n = 1usize << pass.log_n;
+    let rows = pass.plan.rows;
+    let lines_per_row = pass.lines_per_row();
+    let local_entries = pass.log_local * (1 << (pass.log_local - 1)) * 4;
+    let slot_bytes = rows * 2 * local_entries * core::mem::size_of::<F>();
+    // A multiple of the cube groups, so each line slot of a cube sees one residue.
+    let cube_groups = (lines_per_row / rows).max(1);
+    let chunks = (batch * lines_per_row).div_ceil(rows);
+    let cubes = chunks.min(MAX_BACKWARD_CUBES).min(MAX_PARTIAL_BYTES / slot_bytes).max(cube_groups);
+    let cubes = cubes / cube_groups * cube_groups;
+    let per_g = (cubes / cube_groups) * (rows / lines_per_row).max(1);
+    let grad_x = empty::<R, F>(&x_re, vec![2, batch, n]);
+    let partials = empty::<R, F>(&x_re, vec![cubes * rows, 2, local_entries]);
+    butterfly_backward_kernel::launch::<F, R>(
+        &client,
+        grid(cubes),
+        CubeDim::new_1d(pass.plan.threads as u32),
+        grad_out.into_tensor_arg(),
+        x_re.into_tensor_arg(),
+        x_im.into_tensor_arg(),
+        tw_re.into_tensor_arg(),
+        tw_im.into_tensor_arg(),
+        grad_x.clone().into_tensor_arg(),
+        partials.clone().into_tensor_arg(),
+        batch as u32,
+        im_offset as u32,
+        cubes as u32,
+        pass.log_n,
+        pass.stage0,
+        pass.log_local,
+        rows,
+        pass.plan.threads,
+        bit_reverse,
+    );
+    let len = 2 * pass.entries();
+    let block = 256;
+    sum_partials_kernel::launch::<F, R>(
+        &client,
+        CubeCount::Static(len.div_ceil(block) as u32, 1, 1),
+        CubeDim::new_1d(block as u32),
+        partials.into_tensor_arg(),
+        grad_tw.clone().into_tensor_arg(),
+        per_g as u32,
+        pass.log_n,
+        pass.stage0,
+        pass.log_local,
+    );
+    grad_x
 }
 
 /// Launches the fused backward. Takes the packed output gradient `[2, batch, n]` and the
 /// forward's inputs; returns the packed input gradient `[2, batch, n]` and the twiddle gradient
-/// `[2, log2 n · n/2 · 4]` (re then im).
+/// `[2, log2 n · n/2 · 4]` (re then im). With two passes, the first pass's output is recomputed
+/// and the passes run backwards.
 pub fn backward<R: CubeRuntime, F: FloatElement>(
     grad_out: CubeTensor<R>,
     x_re: CubeTensor<R>,
@@ -220,42 +336,18 @@ pub fn backward<R: CubeRuntime, F: FloatElement>(
     let (batch, n) = (dims[0], dims[1]);
     let grad_out = into_contiguous(grad_out);
     let (x_re, x_im, tw_re, tw_im) = (into_contiguous(x_re), into_contiguous(x_im), into_contiguous(tw_re), into_contiguous(tw_im));
-    let client = x_re.client.clone();
-    let plan = Plan::new(n, client.properties().hardware.max_units_per_cube as usize);
-    let entries = plan.log_n * (n / 2) * 4;
-    let slot_bytes = plan.rows * 2 * entries * core::mem::size_of::<F>();
-    let cubes = batch.div_ceil(plan.rows).min(MAX_BACKWARD_CUBES).min(MAX_PARTIAL_BYTES / slot_bytes).max(1);
-    let grad_x = empty::<R, F>(&x_re, vec![2, batch, n]);
-    let partials = empty::<R, F>(&x_re, vec![cubes * plan.rows, 2, entries]);
-    let grad_tw = empty::<R, F>(&x_re, vec![2, entries]);
-    butterfly_backward_kernel::launch::<F, R>(
-        &client,
-        grid(cubes),
-        CubeDim::new_1d(plan.threads as u32),
-        grad_out.into_tensor_arg(),
-        x_re.into_tensor_arg(),
-        x_im.into_tensor_arg(),
-        tw_re.into_tensor_arg(),
-        tw_im.into_tensor_arg(),
-        grad_x.clone().into_tensor_arg(),
-        partials.clone().into_tensor_arg(),
-        batch as u32,
-        cubes as u32,
-        plan.log_n,
-        plan.rows,
-        plan.threads,
-        perm == Permutation::BitReversal,
-    );
-    let len = 2 * entries;
-    let block = 256;
-    sum_partials_kernel::launch::<F, R>(
-        &client,
-        CubeCount::Static(len.div_ceil(block) as u32, 1, 1),
-        CubeDim::new_1d(block as u32),
-        partials.into_tensor_arg(),
-        grad_tw.clone().into_tensor_arg(),
-        (cubes * plan.rows) as u32,
-        len as u32,
-    );
+    let passes = device_passes::<R, F>(n, &x_re.device).expect("butterfly backward: the caller checks fused_supported");
+    let bit_reverse = perm == Permutation::BitReversal;
+    let log_n = n.trailing_zeros() as usize;
+    let grad_tw = empty::<R, F>(&x_re, vec![2, log_n * (n / 2) * 4]);
+    let grad_x = match passes.as_slice() {
+        [one] => backward_pass::<R, F>(one, grad_out, x_re, x_im, 0, tw_re, tw_im, &grad_tw, batch, bit_reverse),
+        [first, second] => {
+            let mid = launch_pass::<R, F>(first, x_re.clone(), x_im.clone(), 0, tw_re.clone(), tw_im.clone(), batch, bit_reverse);
+            let grad_mid = backward_pass::<R, F>(second, grad_out, mid.clone(), mid, batch * n, tw_re.clone(), tw_im.clone(), &grad_tw, batch, false);
+            backward_pass::<R, F>(first, grad_mid, x_re, x_im, 0, tw_re, tw_im, &grad_tw, batch, bit_reverse)
+        }
+        _ => unreachable!("butterfly backward: one or two passes"),
+    };
     (grad_x, grad_tw)
 }

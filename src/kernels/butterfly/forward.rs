@@ -1,11 +1,11 @@
 //! Fused butterfly forward: the kernel and its launch wrapper.
 
-use burn::tensor::Shape;
 use burn_cubecl::{kernel::into_contiguous, tensor::CubeTensor, CubeRuntime, FloatElement};
 use cubecl::{prelude::*, CubeDim};
 
-use super::{grid, Plan};
+use super::{device_passes, grid, Pass};
 use crate::butterfly::Permutation;
+use crate::kernels::empty;
 
 /// `i` with its lowest `bits` bits reversed.
 #[cube]
@@ -28,8 +28,48 @@ pub(crate) fn permuted(i: usize, #[comptime] log_n: usize, #[comptime] bit_rever
     }
 }
 
-/// One cube transforms `rows` batch rows: load (permuted) into shared memory, run every stage
-/// there, store. Thread `t` handles butterflies `t, t + threads, …` of every stage.
+/// Where element `j` of line `line` of a pass lives: its batch row, and its index in the row.
+/// Contiguous lines (the first pass) are the chunks `g·2^log_local + j` of a row; strided lines
+/// (the second pass, `stage0 > 0`) are the columns `g + j·2^stage0`.
+#[cube]
+pub(crate) fn line_element(line: usize, j: usize, #[comptime] log_n: usize, #[comptime] stage0: usize, #[comptime] log_local: usize) -> (usize, usize) {
+    let lines_per_row = comptime![1usize << (log_n - log_local)];
+    let row = line / lines_per_row;
+    let g = line % lines_per_row;
+    if comptime![stage0 > 0] {
+        (row, g + (j << stage0))
+    } else {
+        (row, (g << log_local) + j)
+    }
+}
+
+/// The line (within the cube) and the element of the line that the cube's `e`-th load or store
+/// touches: contiguous lines go element-major, strided lines line-major (consecutive threads
+/// touch consecutive columns, so the accesses stay coalesced).
+#[cube]
+pub(crate) fn slot_of(e: usize, #[comptime] log_local: usize, #[comptime] rows: usize, #[comptime] strided: bool) -> (usize, usize) {
+    if comptime![strided] {
+        (e % rows, e / rows)
+    } else {
+        (e >> log_local, e % comptime![1usize << log_local])
+    }
+}
+
+/// The global twiddle index `k` (of `N/2`) of local butterfly `k_local` on line `line`.
+#[cube]
+pub(crate) fn twiddle_of(line: usize, k_local: usize, #[comptime] log_n: usize, #[comptime] stage0: usize, #[comptime] log_local: usize) -> usize {
+    let g = line % comptime![1usize << (log_n - log_local)];
+    if comptime![stage0 > 0] {
+        g + (k_local << stage0)
+    } else {
+        (g << comptime![log_local - 1]) + k_local
+    }
+}
+
+/// One cube transforms `rows` lines: load (permuted on the first pass) into shared memory, run
+/// the pass's stages there, store. Thread `t` handles butterflies `t, t + threads, …` of every
+/// stage. The imaginary input is read at `x_im[im_offset + …]`, so a packed `[2, batch, n]`
+/// intermediate can be passed as both `x_re` and `x_im`.
 #[cube(launch)]
 pub(crate) fn butterfly_forward_kernel<F: Float>(
     x_re: &Tensor<F>,
@@ -38,48 +78,56 @@ pub(crate) fn butterfly_forward_kernel<F: Float>(
     tw_im: &Tensor<F>,
     output: &mut Tensor<F>,
     batch: u32,
+    im_offset: u32,
     #[comptime] log_n: usize,
+    #[comptime] stage0: usize,
+    #[comptime] log_local: usize,
     #[comptime] rows: usize,
     #[comptime] threads: usize,
     #[comptime] bit_reverse: bool,
 ) {
     let n = comptime![1usize << log_n];
-    let half = comptime![n / 2];
+    let local = comptime![1usize << log_local];
+    let half = comptime![local / 2];
+    let half_n = comptime![n / 2];
+    let strided = comptime![stage0 > 0];
     let per_thread = comptime![rows * half / threads];
-    let mut s_re = SharedMemory::<F>::new(comptime![rows * n]);
-    let mut s_im = SharedMemory::<F>::new(comptime![rows * n]);
+    let mut s_re = SharedMemory::<F>::new(comptime![rows * local]);
+    let mut s_im = SharedMemory::<F>::new(comptime![rows * local]);
     let batch = batch as usize;
-    let first_row = CUBE_POS * rows;
-    if first_row >= batch {
+    let im_offset = im_offset as usize;
+    let first_line = CUBE_POS * rows;
+    if first_line / comptime![1usize << (log_n - log_local)] >= batch {
         terminate!();
     }
     let t = UNIT_POS_X as usize;
 
     #[unroll]
     for q in 0..comptime![2 * per_thread] {
-        let e = t + q * threads;
-        let row = first_row + e / n;
-        let src = permuted(e % n, log_n, bit_reverse);
+        let (l, j) = slot_of(t + q * threads, log_local, rows, strided);
+        let (row, i) = line_element(first_line + l, j, log_n, stage0, log_local);
+        let src = row * n + permuted(i, log_n, bit_reverse);
         let mut vr = F::new(0.0);
         let mut vi = F::new(0.0);
         if row < batch {
-            vr = x_re[row * n + src];
-            vi = x_im[row * n + src];
+            vr = x_re[src];
+            vi = x_im[im_offset + src];
         }
-        s_re[e] = vr;
-        s_im[e] = vi;
+        s_re[l * local + j] = vr;
+        s_im[l * local + j] = vi;
     }
     sync_cube();
 
-    for s in 0..log_n {
+    for s in 0..log_local {
         let st = 1usize << s;
         #[unroll]
         for p in 0..per_thread {
             let b = t + p * threads;
             let k = b % half;
-            let i0 = (b / half) * n + ((k >> s) << (s + 1)) + (k & (st - 1));
+            let l = b / half;
+            let i0 = l * local + ((k >> s) << (s + 1)) + (k & (st - 1));
             let i1 = i0 + st;
-            let w = (s * half + k) * 4;
+            let w = ((stage0 + s) * half_n + twiddle_of(first_line + l, k, log_n, stage0, log_local)) * 4;
             let (ar, ai, br, bi) = (s_re[i0], s_im[i0], s_re[i1], s_im[i1]);
             let (t00r, t00i, t01r, t01i) = (tw_re[w], tw_im[w], tw_re[w + 1], tw_im[w + 1]);
             let (t10r, t10i, t11r, t11i) = (tw_re[w + 2], tw_im[w + 2], tw_re[w + 3], tw_im[w + 3]);
@@ -94,18 +142,56 @@ pub(crate) fn butterfly_forward_kernel<F: Float>(
     let plane = batch * n;
     #[unroll]
     for q in 0..comptime![2 * per_thread] {
-        let e = t + q * threads;
-        let row = first_row + e / n;
+        let (l, j) = slot_of(t + q * threads, log_local, rows, strided);
+        let (row, i) = line_element(first_line + l, j, log_n, stage0, log_local);
         if row < batch {
-            let dst = row * n + e % n;
-            output[dst] = s_re[e];
-            output[plane + dst] = s_im[e];
+            let dst = row * n + i;
+            output[dst] = s_re[l * local + j];
+            output[plane + dst] = s_im[l * local + j];
         }
     }
 }
 
+#[allow(clippy::too_many_arguments)]
+/// Launches one pass: input re and im (`im_offset` into `x_im`), twiddles → packed
+/// `[2, batch, n]`.
+pub(crate) fn launch_pass<R: CubeRuntime, F: FloatElement>(
+    pass: &Pass,
+    x_re: CubeTensor<R>,
+    x_im: CubeTensor<R>,
+    im_offset: usize,
+    tw_re: CubeTensor<R>,
+    tw_im: CubeTensor<R>,
+    batch: usize,
+    bit_reverse: bool,
+) -> CubeTensor<R> {
+    let n = 1usize << pass.log_n;
+    let output = empty::<R, F>(&x_re, vec![2, batch, n]);
+    let lines = batch * pass.lines_per_row();
+    butterfly_forward_kernel::launch::<F, R>(
+        &x_re.client.clone(),
+        grid(lines.div_ceil(pass.plan.rows)),
+        CubeDim::new_1d(pass.plan.threads as u32),
+        x_re.into_tensor_arg(),
+        x_im.into_tensor_arg(),
+        tw_re.into_tensor_arg(),
+        tw_im.into_tensor_arg(),
+        output.clone().into_tensor_arg(),
+        batch as u32,
+        im_offset as u32,
+        pass.log_n,
+        pass.stage0,
+        pass.log_local,
+        pass.plan.rows,
+        pass.plan.threads,
+        bit_reverse,
+    );
+    output
+}
+
 /// Launches the fused forward: `[batch, n]` re and im, twiddles `[log2 n, n/2, 2, 2]` → packed
-/// `[2, batch, n]`. The caller checks [`fused_supported`](super::fused_supported) first.
+/// `[2, batch, n]`, in one or two passes. The caller checks
+/// [`fused_supported`](super::fused_supported) first.
 pub fn forward<R: CubeRuntime, F: FloatElement>(
     x_re: CubeTensor<R>,
     x_im: CubeTensor<R>,
@@ -116,25 +202,11 @@ pub fn forward<R: CubeRuntime, F: FloatElement>(
     let dims = x_re.meta.shape().clone();
     let (batch, n) = (dims[0], dims[1]);
     let (x_re, x_im, tw_re, tw_im) = (into_contiguous(x_re), into_contiguous(x_im), into_contiguous(tw_re), into_contiguous(tw_im));
-    let client = x_re.client.clone();
-    let plan = Plan::new(n, client.properties().hardware.max_units_per_cube as usize);
-    let shape = Shape::from(vec![2, batch, n]);
-    let buffer = client.empty(shape.num_elements() * core::mem::size_of::<F>());
-    let output = CubeTensor::new_contiguous(client.clone(), x_re.device.clone(), shape, buffer, F::dtype());
-    butterfly_forward_kernel::launch::<F, R>(
-        &client,
-        grid(batch.div_ceil(plan.rows)),
-        CubeDim::new_1d(plan.threads as u32),
-        x_re.into_tensor_arg(),
-        x_im.into_tensor_arg(),
-        tw_re.into_tensor_arg(),
-        tw_im.into_tensor_arg(),
-        output.clone().into_tensor_arg(),
-        batch as u32,
-        plan.log_n,
-        plan.rows,
-        plan.threads,
-        perm == Permutation::BitReversal,
-    );
-    output
+    let passes = device_passes::<R, F>(n, &x_re.device).expect("butterfly forward: the caller checks fused_supported");
+    let bit_reverse = perm == Permutation::BitReversal;
+    let mut y = launch_pass::<R, F>(&passes[0], x_re, x_im, 0, tw_re.clone(), tw_im.clone(), batch, bit_reverse);
+    for pass in &passes[1..] {
+        y = launch_pass::<R, F>(pass, y.clone(), y, batch * n, tw_re.clone(), tw_im.clone(), batch, false);
+    }
+    y
 }

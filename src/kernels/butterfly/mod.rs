@@ -1,10 +1,20 @@
-//! The fused butterfly: all log2(N) stages in one launch with the signal held in shared memory.
+//! The fused butterfly: every stage on-chip, in one launch for N ≤ 4096 (f32) and two above.
 //!
-//! - [`forward`]: `x → y`, one cube per `rows` batch rows.
+//! - [`forward`]: `x → y`, each cube transforms several lines (a line is what one pass holds in
+//!   shared memory: a whole row, or one of its sub-transforms).
 //! - [`backward`]: recomputes the forward on-chip (each thread keeps its own stage inputs), then
 //!   runs the stages in reverse, producing the input gradient and per-cube partial twiddle
-//!   gradients in one launch; a second small kernel sums the partials in a fixed order, so the
-//!   twiddle gradient is deterministic (no atomics).
+//!   gradients in one launch per pass; a second small kernel sums the partials in a fixed order,
+//!   so the twiddle gradient is deterministic (no atomics).
+//!
+//! ## Passes
+//! Stage `s` of the butterfly pairs elements whose indices differ in bit `s` only. With
+//! `N = 2^L` and a shared-memory limit of `2^A` elements per line (`A = 12` in f32), `L ≤ A`
+//! takes one pass. Otherwise stages `0…A−1` mix only the low `A` bits: pass 1 runs them on the
+//! `N / 2^A` contiguous chunks of each row; stages `A…L−1` mix only the high bits: pass 2 runs
+//! them on the `2^A` strided columns `{g + j·2^A}` (consecutive columns in one cube, so its
+//! loads and stores stay coalesced). Two passes cover N up to `2^(2A)`; the launch wrappers
+//! handle the split, and the intermediate goes through device memory once.
 //!
 //! Layouts: signals `[batch, n]` (re and im apart), twiddles `[log2 n, n/2, 2, 2]`; the forward
 //! output and the input gradient are packed `[2, batch, n]` (re then im), the twiddle gradient
@@ -19,9 +29,18 @@ pub(crate) use forward::reverse_bits;
 
 use burn_cubecl::{CubeRuntime, FloatElement};
 
-/// Largest N the fused kernels handle (the signal of one row must fit in shared memory:
-/// 2 · 4096 · 4 bytes = 32 KiB in f32). Larger N take the reference path.
-pub const MAX_FUSED_N: usize = 4096;
+/// Largest line one pass holds in shared memory: 2 · 4096 · 4 bytes = 32 KiB in f32, which
+/// every wgpu and CUDA device offers. Single-pass kernels (the spectral loss's) stop here.
+pub const MAX_SINGLE_PASS_N: usize = 4096;
+
+/// Largest N the fused butterfly handles (two passes). Above it (or where the twiddle gradient
+/// would not fit one storage binding) the layer takes the reference path.
+pub const MAX_FUSED_N: usize = 1 << 16;
+
+/// Each (cube, line slot) of the backward writes one partial twiddle gradient; their buffer,
+/// and the twiddle gradient itself, stay under this many bytes (storage bindings are limited to
+/// 128 MiB on some Vulkan drivers, lavapipe among them).
+pub(crate) const MAX_PARTIAL_BYTES: usize = 64 << 20;
 
 /// Butterflies a cube works on per stage, at least (several rows per cube for small N).
 const MIN_BUTTERFLIES_PER_CUBE: usize = 256;
@@ -63,12 +82,76 @@ pub(crate) fn grid(cubes: usize) -> cubecl::CubeCount {
     cubecl::CubeCount::Static(x as u32, cubes.div_ceil(x).max(1) as u32, 1)
 }
 
-/// Whether the fused kernels can run for size `n` on `device` in float type `F`.
-pub fn fused_supported<R: CubeRuntime, F: FloatElement>(n: usize, device: &R::Device) -> bool {
-    if !(2..=MAX_FUSED_N).contains(&n) || !n.is_power_of_two() {
-        return false;
+/// One launch over the lines of a batch: the stages `stage0 … stage0 + log_local − 1` of an
+/// `N = 2^log_n` butterfly, on lines of `2^log_local` elements.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Pass {
+    /// log2 N of the whole transform.
+    pub log_n: usize,
+    /// First stage of this pass (0 for the first pass).
+    pub stage0: usize,
+    /// log2 of the line length (the stages of this pass).
+    pub log_local: usize,
+    /// Lines per cube and threads.
+    pub plan: Plan,
+}
+
+impl Pass {
+    /// Lines per batch row, `N / 2^log_local`.
+    pub fn lines_per_row(&self) -> usize {
+        1 << (self.log_n - self.log_local)
     }
+
+    /// Twiddle-table entries (of re or im) of this pass's stages, `log_local · N/2 · 4`.
+    pub fn entries(&self) -> usize {
+        self.log_local * (1 << (self.log_n - 1)) * 4
+    }
+}
+
+/// The passes of an `n`-point butterfly: one if a line of `n` fits in `max_shared` bytes, two
+/// if both halves of the split do; `None` otherwise (or if `n` is out of range).
+pub(crate) fn passes(n: usize, elem: usize, max_units: usize, max_shared: usize) -> Option<Vec<Pass>> {
+    if !(2..=MAX_FUSED_N).contains(&n) || !n.is_power_of_two() {
+        return None;
+    }
+    let log_n = n.trailing_zeros() as usize;
+    let fits = |a: usize| Plan::new(1 << a, max_units).shared_bytes(elem) <= max_shared;
+    let max_local = (1..=MAX_SINGLE_PASS_N.trailing_zeros() as usize).rev().find(|&a| fits(a))?;
+    let pass = |stage0: usize, log_local: usize| Pass { log_n, stage0, log_local, plan: Plan::new(1 << log_local, max_units) };
+    let list = if log_n <= max_local {
+        vec![pass(0, log_n)]
+    } else if log_n - max_local <= max_local {
+        vec![pass(0, max_local), pass(max_local, log_n - max_local)]
+    } else {
+        return None;
+    };
+    // The backward needs at least one partial per line of a row, and the twiddle gradient must
+    // fit one binding.
+    let grad_bytes = 2 * log_n * (n / 2) * 4 * elem;
+    (grad_bytes <= MAX_PARTIAL_BYTES).then_some(list)
+}
+
+/// The passes for `n` on `device` in float type `F`.
+pub(crate) fn device_passes<R: CubeRuntime, F: FloatElement>(n: usize, device: &R::Device) -> Option<Vec<Pass>> {
     let props = R::client(device).properties().hardware.clone();
-    let plan = Plan::new(n, props.max_units_per_cube as usize);
-    plan.shared_bytes(std::mem::size_of::<F>()) <= props.max_shared_memory_size
+    passes(n, std::mem::size_of::<F>(), props.max_units_per_cube as usize, props.max_shared_memory_size)
+}
+
+/// Whether the fused butterfly can run for size `n` on `device` in float type `F` (in one or two
+/// passes).
+pub fn fused_supported<R: CubeRuntime, F: FloatElement>(n: usize, device: &R::Device) -> bool {
+    device_passes::<R, F>(n, device).is_some()
+}
+
+/// How many passes (launches of the forward) the fused butterfly takes for size `n` on `device`
+/// in float type `F`: 1 while a line of `n` fits in shared memory, 2 above; `None` where it
+/// cannot run.
+pub fn fused_passes<R: CubeRuntime, F: FloatElement>(n: usize, device: &R::Device) -> Option<usize> {
+    device_passes::<R, F>(n, device).map(|p| p.len())
+}
+
+/// Whether an `n`-point transform fits one pass on `device` in float type `F` (what the
+/// single-pass spectral kernels need).
+pub fn single_pass_supported<R: CubeRuntime, F: FloatElement>(n: usize, device: &R::Device) -> bool {
+    device_passes::<R, F>(n, device).is_some_and(|p| p.len() == 1)
 }

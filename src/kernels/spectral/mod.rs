@@ -39,7 +39,7 @@ pub const MAX_FUSED_WIN: usize = 4096;
 /// Whether the fused kernels can run for window `win` on `device` in float type `F`: `win` a
 /// power of two in 2…[`MAX_FUSED_WIN`] whose frames fit in the device's shared memory.
 pub fn fused_supported<R: CubeRuntime, F: FloatElement>(win: usize, device: &R::Device) -> bool {
-    super::butterfly::fused_supported::<R, F>(win, device) && win <= MAX_FUSED_WIN
+    super::butterfly::single_pass_supported::<R, F>(win, device) && win <= MAX_FUSED_WIN
 }
 
 /// The launch plan: frames per cube and threads, as for a butterfly of size `win`.
