@@ -12,11 +12,11 @@ use crate::kernels::empty;
 use cubecl::{prelude::*, CubeCount, CubeDim};
 
 use super::forward::{launch_pass, line_element, permuted, slot_of, twiddle_of};
-use super::{device_passes, grid, Pass, MAX_PARTIAL_BYTES};
+use super::{device_backward_passes, grid, Pass, MAX_PARTIAL_BYTES};
 use crate::butterfly::Permutation;
 
 /// Cubes of the backward launch, at most: each loops over its share of the lines.
-const MAX_BACKWARD_CUBES: usize = 512;
+const MAX_BACKWARD_CUBES: usize = 1024;
 
 /// Where a (cube, line slot)'s partial twiddle gradient goes. Every line slot of a cube sees
 /// lines of one residue `g` (mod lines per row `G`) only (the cube count is a multiple of
@@ -37,7 +37,7 @@ fn partial_slot(cube: usize, l: usize, #[comptime] lines_per_row: usize, #[compt
 /// the output gradient, run the stages backwards accumulating the twiddle gradient in
 /// registers, and store the input gradient (un-permuted). At the end each (cube, line slot)
 /// writes its partial twiddle gradient.
-#[cube(launch)]
+#[cube(launch_unchecked)]
 pub(crate) fn butterfly_backward_kernel<F: Float>(
     grad_out: &Tensor<F>,
     x_re: &Tensor<F>,
@@ -283,27 +283,32 @@ fn backward_pass<R: CubeRuntime, F: FloatElement>(
     let per_g = (cubes / cube_groups) * (rows / lines_per_row).max(1);
     let grad_x = empty::<R, F>(&x_re, vec![2, batch, n]);
     let partials = empty::<R, F>(&x_re, vec![cubes * rows, 2, local_entries]);
-    butterfly_backward_kernel::launch::<F, R>(
-        &client,
-        grid(cubes),
-        CubeDim::new_1d(pass.plan.threads as u32),
-        grad_out.into_tensor_arg(),
-        x_re.into_tensor_arg(),
-        x_im.into_tensor_arg(),
-        tw_re.into_tensor_arg(),
-        tw_im.into_tensor_arg(),
-        grad_x.clone().into_tensor_arg(),
-        partials.clone().into_tensor_arg(),
-        batch as u32,
-        im_offset as u32,
-        cubes as u32,
-        pass.log_n,
-        pass.stage0,
-        pass.log_local,
-        rows,
-        pass.plan.threads,
-        bit_reverse,
-    );
+    // SAFETY: every index the kernel forms is in bounds by construction: rows past the batch
+    // are masked, the cube count matches the partials buffer, shared-memory and twiddle indices
+    // stay below their comptime sizes.
+    unsafe {
+        butterfly_backward_kernel::launch_unchecked::<F, R>(
+            &client,
+            grid(cubes),
+            CubeDim::new_1d(pass.plan.threads as u32),
+            grad_out.into_tensor_arg(),
+            x_re.into_tensor_arg(),
+            x_im.into_tensor_arg(),
+            tw_re.into_tensor_arg(),
+            tw_im.into_tensor_arg(),
+            grad_x.clone().into_tensor_arg(),
+            partials.clone().into_tensor_arg(),
+            batch as u32,
+            im_offset as u32,
+            cubes as u32,
+            pass.log_n,
+            pass.stage0,
+            pass.log_local,
+            rows,
+            pass.plan.threads,
+            bit_reverse,
+        );
+    }
     let len = 2 * pass.entries();
     let block = 256;
     sum_partials_kernel::launch::<F, R>(
@@ -322,8 +327,9 @@ fn backward_pass<R: CubeRuntime, F: FloatElement>(
 
 /// Launches the fused backward. Takes the packed output gradient `[2, batch, n]` and the
 /// forward's inputs; returns the packed input gradient `[2, batch, n]` and the twiddle gradient
-/// `[2, log2 n · n/2 · 4]` (re then im). With two passes, the first pass's output is recomputed
-/// and the passes run backwards.
+/// `[2, log2 n · n/2 · 4]` (re then im). From N = 1024 on it runs in two balanced passes
+/// ([`backward_passes`](super::backward_passes)): the first pass's output is recomputed and the
+/// passes run backwards.
 pub fn backward<R: CubeRuntime, F: FloatElement>(
     grad_out: CubeTensor<R>,
     x_re: CubeTensor<R>,
@@ -336,7 +342,7 @@ pub fn backward<R: CubeRuntime, F: FloatElement>(
     let (batch, n) = (dims[0], dims[1]);
     let grad_out = into_contiguous(grad_out);
     let (x_re, x_im, tw_re, tw_im) = (into_contiguous(x_re), into_contiguous(x_im), into_contiguous(tw_re), into_contiguous(tw_im));
-    let passes = device_passes::<R, F>(n, &x_re.device).expect("butterfly backward: the caller checks fused_supported");
+    let passes = device_backward_passes::<R, F>(n, &x_re.device).expect("butterfly backward: the caller checks fused_supported");
     let bit_reverse = perm == Permutation::BitReversal;
     let log_n = n.trailing_zeros() as usize;
     let grad_tw = empty::<R, F>(&x_re, vec![2, log_n * (n / 2) * 4]);

@@ -66,11 +66,34 @@ pub(crate) fn twiddle_of(line: usize, k_local: usize, #[comptime] log_n: usize, 
     }
 }
 
+/// One 2×2 complex block of twiddles.
+#[derive(CubeType)]
+pub(crate) struct Twiddles<F: Float> {
+    t00r: F,
+    t00i: F,
+    t01r: F,
+    t01i: F,
+    t10r: F,
+    t10i: F,
+    t11r: F,
+    t11i: F,
+}
+
+/// `(x_i0, x_i1) ← T · (x_i0, x_i1)` in shared memory.
+#[cube]
+fn apply_block<F: Float>(s_re: &mut SharedMemory<F>, s_im: &mut SharedMemory<F>, i0: usize, i1: usize, tw: &Twiddles<F>) {
+    let (ar, ai, br, bi) = (s_re[i0], s_im[i0], s_re[i1], s_im[i1]);
+    s_re[i0] = tw.t00r * ar - tw.t00i * ai + tw.t01r * br - tw.t01i * bi;
+    s_im[i0] = tw.t00r * ai + tw.t00i * ar + tw.t01r * bi + tw.t01i * br;
+    s_re[i1] = tw.t10r * ar - tw.t10i * ai + tw.t11r * br - tw.t11i * bi;
+    s_im[i1] = tw.t10r * ai + tw.t10i * ar + tw.t11r * bi + tw.t11i * br;
+}
+
 /// One cube transforms `rows` lines: load (permuted on the first pass) into shared memory, run
 /// the pass's stages there, store. Thread `t` handles butterflies `t, t + threads, …` of every
 /// stage. The imaginary input is read at `x_im[im_offset + …]`, so a packed `[2, batch, n]`
 /// intermediate can be passed as both `x_re` and `x_im`.
-#[cube(launch)]
+#[cube(launch_unchecked)]
 pub(crate) fn butterfly_forward_kernel<F: Float>(
     x_re: &Tensor<F>,
     x_im: &Tensor<F>,
@@ -118,23 +141,32 @@ pub(crate) fn butterfly_forward_kernel<F: Float>(
     }
     sync_cube();
 
+    // One pass over whole rows with threads a multiple of n/2: all of a thread's butterflies of a
+    // stage use the same twiddle block, loaded once.
+    let shared_block = comptime![log_local == log_n && threads % half == 0];
     for s in 0..log_local {
         let st = 1usize << s;
-        #[unroll]
-        for p in 0..per_thread {
-            let b = t + p * threads;
-            let k = b % half;
-            let l = b / half;
-            let i0 = l * local + ((k >> s) << (s + 1)) + (k & (st - 1));
-            let i1 = i0 + st;
-            let w = ((stage0 + s) * half_n + twiddle_of(first_line + l, k, log_n, stage0, log_local)) * 4;
-            let (ar, ai, br, bi) = (s_re[i0], s_im[i0], s_re[i1], s_im[i1]);
-            let (t00r, t00i, t01r, t01i) = (tw_re[w], tw_im[w], tw_re[w + 1], tw_im[w + 1]);
-            let (t10r, t10i, t11r, t11i) = (tw_re[w + 2], tw_im[w + 2], tw_re[w + 3], tw_im[w + 3]);
-            s_re[i0] = t00r * ar - t00i * ai + t01r * br - t01i * bi;
-            s_im[i0] = t00r * ai + t00i * ar + t01r * bi + t01i * br;
-            s_re[i1] = t10r * ar - t10i * ai + t11r * br - t11i * bi;
-            s_im[i1] = t10r * ai + t10i * ar + t11r * bi + t11i * br;
+        if comptime![shared_block] {
+            let k = t % half;
+            let w = (s * half_n + k) * 4;
+            let tw = Twiddles::<F> { t00r: tw_re[w], t00i: tw_im[w], t01r: tw_re[w + 1], t01i: tw_im[w + 1], t10r: tw_re[w + 2], t10i: tw_im[w + 2], t11r: tw_re[w + 3], t11i: tw_im[w + 3] };
+            #[unroll]
+            for p in 0..per_thread {
+                let l = (t + p * threads) / half;
+                let i0 = l * local + ((k >> s) << (s + 1)) + (k & (st - 1));
+                apply_block(&mut s_re, &mut s_im, i0, i0 + st, &tw);
+            }
+        } else {
+            #[unroll]
+            for p in 0..per_thread {
+                let b = t + p * threads;
+                let k = b % half;
+                let l = b / half;
+                let i0 = l * local + ((k >> s) << (s + 1)) + (k & (st - 1));
+                let w = ((stage0 + s) * half_n + twiddle_of(first_line + l, k, log_n, stage0, log_local)) * 4;
+                let tw = Twiddles::<F> { t00r: tw_re[w], t00i: tw_im[w], t01r: tw_re[w + 1], t01i: tw_im[w + 1], t10r: tw_re[w + 2], t10i: tw_im[w + 2], t11r: tw_re[w + 3], t11i: tw_im[w + 3] };
+                apply_block(&mut s_re, &mut s_im, i0, i0 + st, &tw);
+            }
         }
         sync_cube();
     }
@@ -168,24 +200,29 @@ pub(crate) fn launch_pass<R: CubeRuntime, F: FloatElement>(
     let n = 1usize << pass.log_n;
     let output = empty::<R, F>(&x_re, vec![2, batch, n]);
     let lines = batch * pass.lines_per_row();
-    butterfly_forward_kernel::launch::<F, R>(
-        &x_re.client.clone(),
-        grid(lines.div_ceil(pass.plan.rows)),
-        CubeDim::new_1d(pass.plan.threads as u32),
-        x_re.into_tensor_arg(),
-        x_im.into_tensor_arg(),
-        tw_re.into_tensor_arg(),
-        tw_im.into_tensor_arg(),
-        output.clone().into_tensor_arg(),
-        batch as u32,
-        im_offset as u32,
-        pass.log_n,
-        pass.stage0,
-        pass.log_local,
-        pass.plan.rows,
-        pass.plan.threads,
-        bit_reverse,
-    );
+    let plan = pass.forward;
+    // SAFETY: every index the kernel forms is in bounds by construction: rows past the batch
+    // are masked, shared-memory and twiddle indices stay below their comptime sizes.
+    unsafe {
+        butterfly_forward_kernel::launch_unchecked::<F, R>(
+            &x_re.client.clone(),
+            grid(lines.div_ceil(plan.rows)),
+            CubeDim::new_1d(plan.threads as u32),
+            x_re.into_tensor_arg(),
+            x_im.into_tensor_arg(),
+            tw_re.into_tensor_arg(),
+            tw_im.into_tensor_arg(),
+            output.clone().into_tensor_arg(),
+            batch as u32,
+            im_offset as u32,
+            pass.log_n,
+            pass.stage0,
+            pass.log_local,
+            plan.rows,
+            plan.threads,
+            bit_reverse,
+        );
+    }
     output
 }
 

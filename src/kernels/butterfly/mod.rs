@@ -44,6 +44,8 @@ pub(crate) const MAX_PARTIAL_BYTES: usize = 64 << 20;
 
 /// Butterflies a cube works on per stage, at least (several rows per cube for small N).
 const MIN_BUTTERFLIES_PER_CUBE: usize = 256;
+/// Shared memory a forward cube fills with rows (32 KiB: every wgpu and CUDA device offers it).
+const FORWARD_SHARED_BUDGET: usize = 32 << 10;
 /// Threads per cube, at most (the portable limit of wgpu, CUDA and Metal).
 const MAX_THREADS: usize = 1024;
 
@@ -70,6 +72,18 @@ impl Plan {
         Plan { log_n: n.trailing_zeros() as usize, rows, threads }
     }
 
+    /// The forward's plan: as many rows as fit in [`FORWARD_SHARED_BUDGET`] (at least one) and
+    /// `clamp(n/2, 256, 1024)` threads, so that for n ≤ 2048 every thread's butterflies of a
+    /// stage share one twiddle block, which it loads once for `rows · n/2 / threads` rows (the
+    /// twiddles, `log2 n` times the signal's bytes per row, are what limits the one-row plan).
+    pub fn forward(n: usize, max_units: usize, elem: usize) -> Self {
+        let half = n / 2;
+        let rows = (FORWARD_SHARED_BUDGET / (2 * n * elem)).max(1);
+        let max_units = 1usize << (usize::BITS - 1 - max_units.max(1).leading_zeros());
+        let threads = half.clamp(MIN_BUTTERFLIES_PER_CUBE, MAX_THREADS).min(rows * half).min(max_units);
+        Plan { log_n: n.trailing_zeros() as usize, rows, threads }
+    }
+
     /// Bytes of shared memory per cube for element size `elem`.
     pub fn shared_bytes(&self, elem: usize) -> usize {
         2 * self.rows * (1 << self.log_n) * elem
@@ -92,11 +106,18 @@ pub(crate) struct Pass {
     pub stage0: usize,
     /// log2 of the line length (the stages of this pass).
     pub log_local: usize,
-    /// Lines per cube and threads.
+    /// Lines per cube and threads of the backward.
     pub plan: Plan,
+    /// Lines per cube and threads of the forward.
+    pub forward: Plan,
 }
 
 impl Pass {
+    fn new(log_n: usize, stage0: usize, log_local: usize, max_units: usize, elem: usize) -> Self {
+        let local = 1 << log_local;
+        Pass { log_n, stage0, log_local, plan: Plan::new(local, max_units), forward: Plan::forward(local, max_units, elem) }
+    }
+
     /// Lines per batch row, `N / 2^log_local`.
     pub fn lines_per_row(&self) -> usize {
         1 << (self.log_n - self.log_local)
@@ -115,9 +136,12 @@ pub(crate) fn passes(n: usize, elem: usize, max_units: usize, max_shared: usize)
         return None;
     }
     let log_n = n.trailing_zeros() as usize;
-    let fits = |a: usize| Plan::new(1 << a, max_units).shared_bytes(elem) <= max_shared;
+    let fits = |a: usize| {
+        let (b, f) = (Plan::new(1 << a, max_units), Plan::forward(1 << a, max_units, elem));
+        b.shared_bytes(elem).max(f.shared_bytes(elem)) <= max_shared
+    };
     let max_local = (1..=MAX_SINGLE_PASS_N.trailing_zeros() as usize).rev().find(|&a| fits(a))?;
-    let pass = |stage0: usize, log_local: usize| Pass { log_n, stage0, log_local, plan: Plan::new(1 << log_local, max_units) };
+    let pass = |stage0: usize, log_local: usize| Pass::new(log_n, stage0, log_local, max_units, elem);
     let list = if log_n <= max_local {
         vec![pass(0, log_n)]
     } else if log_n - max_local <= max_local {
@@ -129,6 +153,30 @@ pub(crate) fn passes(n: usize, elem: usize, max_units: usize, max_shared: usize)
     // fit one binding.
     let grad_bytes = 2 * log_n * (n / 2) * 4 * elem;
     (grad_bytes <= MAX_PARTIAL_BYTES).then_some(list)
+}
+
+/// The backward's passes: from N = 2^[`BACKWARD_SPLIT_LOG_N`] on, two balanced passes (lines
+/// of `2^⌈L/2⌉` and `2^⌊L/2⌋`) whatever the forward takes. Each thread of the backward keeps
+/// 12 floats per stage and butterfly (stage inputs and twiddle-gradient accumulators); with
+/// long lines that is hundreds of registers, which spill and leave few cubes per SM. Short
+/// lines keep it under ~100 at the cost of one more trip through device memory.
+pub(crate) fn backward_passes(n: usize, elem: usize, max_units: usize, max_shared: usize) -> Option<Vec<Pass>> {
+    let forward = passes(n, elem, max_units, max_shared)?;
+    let log_n = n.trailing_zeros() as usize;
+    if log_n < BACKWARD_SPLIT_LOG_N {
+        return Some(forward);
+    }
+    let a = log_n.div_ceil(2);
+    Some(vec![Pass::new(log_n, 0, a, max_units, elem), Pass::new(log_n, a, log_n - a, max_units, elem)])
+}
+
+/// log2 N from which the backward runs in two balanced passes (see [`backward_passes`]).
+pub(crate) const BACKWARD_SPLIT_LOG_N: usize = 10;
+
+/// The backward's passes for `n` on `device` in float type `F`.
+pub(crate) fn device_backward_passes<R: CubeRuntime, F: FloatElement>(n: usize, device: &R::Device) -> Option<Vec<Pass>> {
+    let props = R::client(device).properties().hardware.clone();
+    backward_passes(n, std::mem::size_of::<F>(), props.max_units_per_cube as usize, props.max_shared_memory_size)
 }
 
 /// The passes for `n` on `device` in float type `F`.
