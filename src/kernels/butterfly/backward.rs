@@ -68,6 +68,7 @@ pub(crate) fn butterfly_backward_kernel<F: Float>(
     // Stage inputs (x0r, x0i, x1r, x1i) and twiddle-gradient accumulators (8 per block).
     let mut saved = Array::<F>::new(comptime![log_local * per_thread * 4]);
     let mut acc = Array::<F>::new(comptime![log_local * per_thread * 8]);
+    #[unroll]
     for a in 0..comptime![log_local * per_thread * 8] {
         acc[a] = F::new(0.0);
     }
@@ -101,6 +102,7 @@ pub(crate) fn butterfly_backward_kernel<F: Float>(
         }
         sync_cube();
 
+        #[unroll]
         for s in 0..log_local {
             let st = 1usize << s;
             #[unroll]
@@ -142,6 +144,7 @@ pub(crate) fn butterfly_backward_kernel<F: Float>(
         }
         sync_cube();
 
+        #[unroll]
         for r in 0..log_local {
             let s = log_local - 1 - r;
             let st = 1usize << s;
@@ -195,6 +198,7 @@ pub(crate) fn butterfly_backward_kernel<F: Float>(
     // partials: [lines_per_row, per_g, 2, entries]
     let entries = comptime![log_local * half * 4];
     let per_g = (cubes / comptime![if lines_per_row > rows { lines_per_row / rows } else { 1 }]) * comptime![if rows > lines_per_row { rows / lines_per_row } else { 1 }];
+    #[unroll]
     for s in 0..log_local {
         #[unroll]
         for p in 0..per_thread {

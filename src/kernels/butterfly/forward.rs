@@ -144,6 +144,7 @@ pub(crate) fn butterfly_forward_kernel<F: Float>(
     // One pass over whole rows with threads a multiple of n/2: all of a thread's butterflies of a
     // stage use the same twiddle block, loaded once.
     let shared_block = comptime![log_local == log_n && threads % half == 0];
+    #[unroll]
     for s in 0..log_local {
         let st = 1usize << s;
         if comptime![shared_block] {
