@@ -33,7 +33,7 @@ fn partial_slot(cube: usize, l: usize, #[comptime] lines_per_row: usize, #[compt
 }
 
 /// Each cube loops over line chunks `c, c + cubes, …`. Per chunk: load x (permuted on the first
-/// pass), run the pass's forward stages keeping each thread's stage inputs in registers, load
+/// pass), run the pass's forward stages keeping every stage's input in shared memory, load
 /// the output gradient, run the stages backwards accumulating the twiddle gradient in
 /// registers, and store the input gradient (un-permuted). At the end each (cube, line slot)
 /// writes its partial twiddle gradient.
@@ -65,8 +65,11 @@ pub(crate) fn butterfly_backward_kernel<F: Float>(
     let per_thread = comptime![rows * half / threads];
     let mut s_re = SharedMemory::<F>::new(comptime![rows * local]);
     let mut s_im = SharedMemory::<F>::new(comptime![rows * local]);
-    // Stage inputs (x0r, x0i, x1r, x1i) and twiddle-gradient accumulators (8 per block).
-    let mut saved = Array::<F>::new(comptime![log_local * per_thread * 4]);
+    // Every stage's input, written and read back by the thread that owns the butterfly (no
+    // barrier needed for it), and the twiddle-gradient accumulators (8 per block) in registers.
+    let lines_len = comptime![rows * local];
+    let mut h_re = SharedMemory::<F>::new(comptime![log_local * rows * local]);
+    let mut h_im = SharedMemory::<F>::new(comptime![log_local * rows * local]);
     let mut acc = Array::<F>::new(comptime![log_local * per_thread * 8]);
     #[unroll]
     for a in 0..comptime![log_local * per_thread * 8] {
@@ -114,11 +117,11 @@ pub(crate) fn butterfly_backward_kernel<F: Float>(
                 let i1 = i0 + st;
                 let w = ((stage0 + s) * half_n + twiddle_of(first_line + l, k, log_n, stage0, log_local)) * 4;
                 let (ar, ai, br, bi) = (s_re[i0], s_im[i0], s_re[i1], s_im[i1]);
-                let v = (s * per_thread + p) * 4;
-                saved[v] = ar;
-                saved[v + 1] = ai;
-                saved[v + 2] = br;
-                saved[v + 3] = bi;
+                let h = s * lines_len;
+                h_re[h + i0] = ar;
+                h_im[h + i0] = ai;
+                h_re[h + i1] = br;
+                h_im[h + i1] = bi;
                 let (t00r, t00i, t01r, t01i) = (tw_re[w], tw_im[w], tw_re[w + 1], tw_im[w + 1]);
                 let (t10r, t10i, t11r, t11i) = (tw_re[w + 2], tw_im[w + 2], tw_re[w + 3], tw_im[w + 3]);
                 s_re[i0] = t00r * ar - t00i * ai + t01r * br - t01i * bi;
@@ -157,8 +160,8 @@ pub(crate) fn butterfly_backward_kernel<F: Float>(
                 let i1 = i0 + st;
                 let w = ((stage0 + s) * half_n + twiddle_of(first_line + l, k, log_n, stage0, log_local)) * 4;
                 let (g0r, g0i, g1r, g1i) = (s_re[i0], s_im[i0], s_re[i1], s_im[i1]);
-                let v = (s * per_thread + p) * 4;
-                let (ar, ai, br, bi) = (saved[v], saved[v + 1], saved[v + 2], saved[v + 3]);
+                let h = s * lines_len;
+                let (ar, ai, br, bi) = (h_re[h + i0], h_im[h + i0], h_re[h + i1], h_im[h + i1]);
                 // g_tab += g_ya · conj(x_b); layout (re, im) × [t00, t01, t10, t11].
                 let a = (s * per_thread + p) * 8;
                 acc[a] += g0r * ar + g0i * ai;

@@ -141,21 +141,28 @@ pub(crate) fn butterfly_forward_kernel<F: Float>(
     }
     sync_cube();
 
-    // One pass over whole rows with threads a multiple of n/2: all of a thread's butterflies of a
-    // stage use the same twiddle block, loaded once.
-    let shared_block = comptime![log_local == log_n && threads % half == 0];
+    // One pass over whole rows: each thread's butterflies of a stage use `kpt` twiddle blocks
+    // (one if threads are a multiple of n/2, n/2 / threads otherwise), each loaded once for all
+    // the rows it serves.
+    let shared_block = comptime![log_local == log_n];
+    let kpt = comptime![if threads < half { half / threads } else { 1 }];
     #[unroll]
     for s in 0..log_local {
         let st = 1usize << s;
         if comptime![shared_block] {
-            let k = t % half;
-            let w = (s * half_n + k) * 4;
-            let tw = Twiddles::<F> { t00r: tw_re[w], t00i: tw_im[w], t01r: tw_re[w + 1], t01i: tw_im[w + 1], t10r: tw_re[w + 2], t10i: tw_im[w + 2], t11r: tw_re[w + 3], t11i: tw_im[w + 3] };
             #[unroll]
-            for p in 0..per_thread {
-                let l = (t + p * threads) / half;
-                let i0 = l * local + ((k >> s) << (s + 1)) + (k & (st - 1));
-                apply_block(&mut s_re, &mut s_im, i0, i0 + st, &tw);
+            for kb in 0..kpt {
+                let k = t % half + kb * threads;
+                let w = (s * half_n + k) * 4;
+                let tw = Twiddles::<F> { t00r: tw_re[w], t00i: tw_im[w], t01r: tw_re[w + 1], t01i: tw_im[w + 1], t10r: tw_re[w + 2], t10i: tw_im[w + 2], t11r: tw_re[w + 3], t11i: tw_im[w + 3] };
+                let k_base = ((k >> s) << (s + 1)) + (k & (st - 1));
+                #[unroll]
+                for p in 0..comptime![per_thread / kpt] {
+                    // Butterfly `t + (p·kpt + kb)·threads` of the cube: row l, index k.
+                    let l = (t + (p * kpt + kb) * threads) / half;
+                    let i0 = l * local + k_base;
+                    apply_block(&mut s_re, &mut s_im, i0, i0 + st, &tw);
+                }
             }
         } else {
             #[unroll]

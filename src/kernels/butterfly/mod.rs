@@ -46,6 +46,9 @@ pub(crate) const MAX_PARTIAL_BYTES: usize = 64 << 20;
 const MIN_BUTTERFLIES_PER_CUBE: usize = 256;
 /// Shared memory a forward cube fills with rows (32 KiB: every wgpu and CUDA device offers it).
 const FORWARD_SHARED_BUDGET: usize = 32 << 10;
+/// Rows a forward cube holds at least where shared memory allows (64 KiB at N = 4096 in f32:
+/// each twiddle block loaded serves two rows).
+const FORWARD_MIN_ROWS: usize = 2;
 /// Threads per cube, at most (the portable limit of wgpu, CUDA and Metal).
 const MAX_THREADS: usize = 1024;
 
@@ -72,21 +75,41 @@ impl Plan {
         Plan { log_n: n.trailing_zeros() as usize, rows, threads }
     }
 
-    /// The forward's plan: as many rows as fit in [`FORWARD_SHARED_BUDGET`] (at least one) and
-    /// `clamp(n/2, 256, 1024)` threads, so that for n ≤ 2048 every thread's butterflies of a
-    /// stage share one twiddle block, which it loads once for `rows · n/2 / threads` rows (the
-    /// twiddles, `log2 n` times the signal's bytes per row, are what limits the one-row plan).
-    pub fn forward(n: usize, max_units: usize, elem: usize) -> Self {
+    /// The forward's plan: as many rows as fit in [`FORWARD_SHARED_BUDGET`], at least
+    /// [`FORWARD_MIN_ROWS`] where the device's `max_shared` bytes allow (at least one), and
+    /// `clamp(n/2, 256, 1024)` threads. Each thread loads each of its twiddle blocks of a stage
+    /// once for all the cube's rows (the twiddles, `2 log2 n` times the signal's bytes per row,
+    /// are what limits a one-row plan).
+    pub fn forward(n: usize, max_units: usize, elem: usize, max_shared: usize) -> Self {
         let half = n / 2;
-        let rows = (FORWARD_SHARED_BUDGET / (2 * n * elem)).max(1);
+        let row_bytes = 2 * n * elem;
+        let rows = (FORWARD_SHARED_BUDGET / row_bytes).max(FORWARD_MIN_ROWS.min(max_shared / row_bytes)).max(1);
         let max_units = 1usize << (usize::BITS - 1 - max_units.max(1).leading_zeros());
         let threads = half.clamp(MIN_BUTTERFLIES_PER_CUBE, MAX_THREADS).min(rows * half).min(max_units);
         Plan { log_n: n.trailing_zeros() as usize, rows, threads }
     }
 
-    /// Bytes of shared memory per cube for element size `elem`.
+    /// The backward's plan: [`Plan::new`], with fewer rows per cube where its shared memory
+    /// ([`Plan::backward_shared_bytes`]) would exceed `max_shared` (down to one row).
+    pub fn backward(n: usize, max_units: usize, elem: usize, max_shared: usize) -> Self {
+        let mut plan = Plan::new(n, max_units);
+        while plan.rows > 1 && plan.backward_shared_bytes(elem) > max_shared {
+            plan.rows /= 2;
+            plan.threads = plan.threads.min(plan.rows * n / 2);
+        }
+        plan
+    }
+
+    /// Bytes of shared memory per cube for element size `elem` (the lines being transformed).
     pub fn shared_bytes(&self, elem: usize) -> usize {
         2 * self.rows * (1 << self.log_n) * elem
+    }
+
+    /// Bytes of shared memory per cube of the backward: the lines, and every stage's input
+    /// (kept on-chip between the recomputed forward and the reverse stages, which leaves only
+    /// the twiddle-gradient accumulators in registers).
+    pub fn backward_shared_bytes(&self, elem: usize) -> usize {
+        self.shared_bytes(elem) * (self.log_n + 1)
     }
 }
 
@@ -113,9 +136,15 @@ pub(crate) struct Pass {
 }
 
 impl Pass {
-    fn new(log_n: usize, stage0: usize, log_local: usize, max_units: usize, elem: usize) -> Self {
+    fn new(log_n: usize, stage0: usize, log_local: usize, max_units: usize, elem: usize, max_shared: usize) -> Self {
         let local = 1 << log_local;
-        Pass { log_n, stage0, log_local, plan: Plan::new(local, max_units), forward: Plan::forward(local, max_units, elem) }
+        Pass {
+            log_n,
+            stage0,
+            log_local,
+            plan: Plan::backward(local, max_units, elem, max_shared),
+            forward: Plan::forward(local, max_units, elem, max_shared),
+        }
     }
 
     /// Lines per batch row, `N / 2^log_local`.
@@ -136,12 +165,9 @@ pub(crate) fn passes(n: usize, elem: usize, max_units: usize, max_shared: usize)
         return None;
     }
     let log_n = n.trailing_zeros() as usize;
-    let fits = |a: usize| {
-        let (b, f) = (Plan::new(1 << a, max_units), Plan::forward(1 << a, max_units, elem));
-        b.shared_bytes(elem).max(f.shared_bytes(elem)) <= max_shared
-    };
+    let fits = |a: usize| Plan::forward(1 << a, max_units, elem, max_shared).shared_bytes(elem) <= max_shared;
     let max_local = (1..=MAX_SINGLE_PASS_N.trailing_zeros() as usize).rev().find(|&a| fits(a))?;
-    let pass = |stage0: usize, log_local: usize| Pass::new(log_n, stage0, log_local, max_units, elem);
+    let pass = |stage0: usize, log_local: usize| Pass::new(log_n, stage0, log_local, max_units, elem, max_shared);
     let list = if log_n <= max_local {
         vec![pass(0, log_n)]
     } else if log_n - max_local <= max_local {
@@ -155,19 +181,25 @@ pub(crate) fn passes(n: usize, elem: usize, max_units: usize, max_shared: usize)
     (grad_bytes <= MAX_PARTIAL_BYTES).then_some(list)
 }
 
-/// The backward's passes: from N = 2^[`BACKWARD_SPLIT_LOG_N`] on, two balanced passes (lines
-/// of `2^⌈L/2⌉` and `2^⌊L/2⌋`) whatever the forward takes. Each thread of the backward keeps
-/// 12 floats per stage and butterfly (stage inputs and twiddle-gradient accumulators); with
-/// long lines that is hundreds of registers, which spill and leave few cubes per SM. Short
-/// lines keep it under ~100 at the cost of one more trip through device memory.
+/// The backward's passes: from N = 2^[`BACKWARD_SPLIT_LOG_N`] on (or where one pass's shared
+/// memory would not fit), two balanced passes (lines of `2^⌈L/2⌉` and `2^⌊L/2⌋`) whatever the
+/// forward takes. Each thread of the backward keeps 8
+/// twiddle-gradient accumulators per stage and butterfly in registers, and the cube keeps
+/// every stage's input in shared memory; short lines keep both small (more cubes per SM) at
+/// the cost of one more trip through device memory. `None` where a pass's shared memory does
+/// not fit.
 pub(crate) fn backward_passes(n: usize, elem: usize, max_units: usize, max_shared: usize) -> Option<Vec<Pass>> {
     let forward = passes(n, elem, max_units, max_shared)?;
     let log_n = n.trailing_zeros() as usize;
-    if log_n < BACKWARD_SPLIT_LOG_N {
-        return Some(forward);
-    }
-    let a = log_n.div_ceil(2);
-    Some(vec![Pass::new(log_n, 0, a, max_units, elem), Pass::new(log_n, a, log_n - a, max_units, elem)])
+    let single = forward.len() == 1 && forward[0].plan.backward_shared_bytes(elem) <= max_shared;
+    let list = if (log_n < BACKWARD_SPLIT_LOG_N && single) || log_n == 1 {
+        forward
+    } else {
+        let a = log_n.div_ceil(2);
+        let pass = |stage0: usize, log_local: usize| Pass::new(log_n, stage0, log_local, max_units, elem, max_shared);
+        vec![pass(0, a), pass(a, log_n - a)]
+    };
+    list.iter().all(|p| p.plan.backward_shared_bytes(elem) <= max_shared).then_some(list)
 }
 
 /// log2 N from which the backward runs in two balanced passes (see [`backward_passes`]).
@@ -188,13 +220,14 @@ pub(crate) fn device_passes<R: CubeRuntime, F: FloatElement>(n: usize, device: &
 /// Whether the fused butterfly can run for size `n` on `device` in float type `F` (in one or two
 /// passes).
 pub fn fused_supported<R: CubeRuntime, F: FloatElement>(n: usize, device: &R::Device) -> bool {
-    device_passes::<R, F>(n, device).is_some()
+    device_passes::<R, F>(n, device).is_some() && device_backward_passes::<R, F>(n, device).is_some()
 }
 
 /// How many passes (launches of the forward) the fused butterfly takes for size `n` on `device`
 /// in float type `F`: 1 while a line of `n` fits in shared memory, 2 above; `None` where it
 /// cannot run.
 pub fn fused_passes<R: CubeRuntime, F: FloatElement>(n: usize, device: &R::Device) -> Option<usize> {
+    device_backward_passes::<R, F>(n, device)?;
     device_passes::<R, F>(n, device).map(|p| p.len())
 }
 
@@ -202,4 +235,40 @@ pub fn fused_passes<R: CubeRuntime, F: FloatElement>(n: usize, device: &R::Devic
 /// single-pass spectral kernels need).
 pub fn single_pass_supported<R: CubeRuntime, F: FloatElement>(n: usize, device: &R::Device) -> bool {
     device_passes::<R, F>(n, device).is_some_and(|p| p.len() == 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Metal's 32 KiB of threadgroup memory, the smallest budget the crate targets: every size
+    /// up to [`MAX_FUSED_N`] still gets a forward and a backward whose cubes fit it.
+    #[test]
+    fn every_size_fits_32_kib() {
+        let (elem, units, shared) = (4, 1024, 32 << 10);
+        for log_n in 1..=MAX_FUSED_N.trailing_zeros() as usize {
+            let n = 1 << log_n;
+            let forward = passes(n, elem, units, shared).unwrap_or_else(|| panic!("n={n}: no forward passes"));
+            let backward = backward_passes(n, elem, units, shared).unwrap_or_else(|| panic!("n={n}: no backward passes"));
+            for pass in &forward {
+                assert!(pass.forward.shared_bytes(elem) <= shared, "n={n}: forward {pass:?} over budget");
+            }
+            for pass in &backward {
+                assert!(pass.plan.backward_shared_bytes(elem) <= shared, "n={n}: backward {pass:?} over budget");
+                // Every thread has at least one butterfly per stage.
+                assert!(pass.plan.threads >= 1 && pass.plan.rows << (pass.log_local - 1) >= pass.plan.threads, "n={n}: {pass:?}");
+            }
+            assert_eq!(forward.iter().map(|p| p.log_local).sum::<usize>(), log_n, "n={n}: forward stages");
+            assert_eq!(backward.iter().map(|p| p.log_local).sum::<usize>(), log_n, "n={n}: backward stages");
+        }
+    }
+
+    /// The backward keeps one pass below N = 2^BACKWARD_SPLIT_LOG_N where its stage history fits
+    /// and splits in two where it does not (N = 512 needs 40 KiB for one row).
+    #[test]
+    fn backward_splits_where_history_does_not_fit() {
+        let count = |shared: usize| backward_passes(512, 4, 1024, shared).map(|p| p.len());
+        assert_eq!(count(48 << 10), Some(1));
+        assert_eq!(count(32 << 10), Some(2));
+    }
 }
