@@ -32,7 +32,8 @@ fn partial_slot(cube: usize, l: usize, #[comptime] lines_per_row: usize, #[compt
     (g, m)
 }
 
-/// Each cube loops over line chunks `c, c + cubes, …`. Per chunk: load x (permuted on the first
+/// Each cube loops over line chunks `c, c + cubes, …`; each thread loads its twiddle blocks once,
+/// before the loop (they are the same for every chunk). Per chunk: load x (permuted on the first
 /// pass), run the pass's forward stages keeping every stage's input in shared memory, load
 /// the output gradient, run the stages backwards accumulating the twiddle gradient in
 /// registers, and store the input gradient (un-permuted). At the end each (cube, line slot)
@@ -83,6 +84,24 @@ pub(crate) fn butterfly_backward_kernel<F: Float>(
         terminate!();
     }
     let t = UNIT_POS_X as usize;
+    // A cube's lines keep their residues mod lines-per-row from chunk to chunk (the cube count
+    // is a multiple of the cube groups), so each thread's twiddle blocks are the same for every
+    // chunk: load them once, into registers, layout (re, im) × [t00, t01, t10, t11].
+    let mut tw = Array::<F>::new(comptime![log_local * per_thread * 8]);
+    #[unroll]
+    for s in 0..log_local {
+        #[unroll]
+        for p in 0..per_thread {
+            let b = t + p * threads;
+            let w = ((stage0 + s) * half_n + twiddle_of(cube * rows + b / half, b % half, log_n, stage0, log_local)) * 4;
+            let a = (s * per_thread + p) * 8;
+            #[unroll]
+            for j in 0..4usize {
+                tw[a + 2 * j] = tw_re[w + j];
+                tw[a + 2 * j + 1] = tw_im[w + j];
+            }
+        }
+    }
     let plane = batch * n;
     let chunks = (batch * lines_per_row).div_ceil(rows);
 
@@ -115,15 +134,15 @@ pub(crate) fn butterfly_backward_kernel<F: Float>(
                 let l = b / half;
                 let i0 = l * local + ((k >> s) << (s + 1)) + (k & (st - 1));
                 let i1 = i0 + st;
-                let w = ((stage0 + s) * half_n + twiddle_of(first_line + l, k, log_n, stage0, log_local)) * 4;
+                let w = (s * per_thread + p) * 8;
                 let (ar, ai, br, bi) = (s_re[i0], s_im[i0], s_re[i1], s_im[i1]);
                 let h = s * lines_len;
                 h_re[h + i0] = ar;
                 h_im[h + i0] = ai;
                 h_re[h + i1] = br;
                 h_im[h + i1] = bi;
-                let (t00r, t00i, t01r, t01i) = (tw_re[w], tw_im[w], tw_re[w + 1], tw_im[w + 1]);
-                let (t10r, t10i, t11r, t11i) = (tw_re[w + 2], tw_im[w + 2], tw_re[w + 3], tw_im[w + 3]);
+                let (t00r, t00i, t01r, t01i) = (tw[w], tw[w + 1], tw[w + 2], tw[w + 3]);
+                let (t10r, t10i, t11r, t11i) = (tw[w + 4], tw[w + 5], tw[w + 6], tw[w + 7]);
                 s_re[i0] = t00r * ar - t00i * ai + t01r * br - t01i * bi;
                 s_im[i0] = t00r * ai + t00i * ar + t01r * bi + t01i * br;
                 s_re[i1] = t10r * ar - t10i * ai + t11r * br - t11i * bi;
@@ -158,7 +177,7 @@ pub(crate) fn butterfly_backward_kernel<F: Float>(
                 let l = b / half;
                 let i0 = l * local + ((k >> s) << (s + 1)) + (k & (st - 1));
                 let i1 = i0 + st;
-                let w = ((stage0 + s) * half_n + twiddle_of(first_line + l, k, log_n, stage0, log_local)) * 4;
+                let w = (s * per_thread + p) * 8;
                 let (g0r, g0i, g1r, g1i) = (s_re[i0], s_im[i0], s_re[i1], s_im[i1]);
                 let h = s * lines_len;
                 let (ar, ai, br, bi) = (h_re[h + i0], h_im[h + i0], h_re[h + i1], h_im[h + i1]);
@@ -172,8 +191,8 @@ pub(crate) fn butterfly_backward_kernel<F: Float>(
                 acc[a + 5] += g1i * ar - g1r * ai;
                 acc[a + 6] += g1r * br + g1i * bi;
                 acc[a + 7] += g1i * br - g1r * bi;
-                let (t00r, t00i, t01r, t01i) = (tw_re[w], tw_im[w], tw_re[w + 1], tw_im[w + 1]);
-                let (t10r, t10i, t11r, t11i) = (tw_re[w + 2], tw_im[w + 2], tw_re[w + 3], tw_im[w + 3]);
+                let (t00r, t00i, t01r, t01i) = (tw[w], tw[w + 1], tw[w + 2], tw[w + 3]);
+                let (t10r, t10i, t11r, t11i) = (tw[w + 4], tw[w + 5], tw[w + 6], tw[w + 7]);
                 // g_x0 = conj(t00)·g0 + conj(t10)·g1, g_x1 = conj(t01)·g0 + conj(t11)·g1.
                 s_re[i0] = t00r * g0r + t00i * g0i + t10r * g1r + t10i * g1i;
                 s_im[i0] = t00r * g0i - t00i * g0r + t10r * g1i - t10i * g1r;

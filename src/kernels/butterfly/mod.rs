@@ -2,7 +2,7 @@
 //!
 //! - [`forward`]: `x → y`, each cube transforms several lines (a line is what one pass holds in
 //!   shared memory: a whole row, or one of its sub-transforms).
-//! - [`backward`]: recomputes the forward on-chip (each thread keeps its own stage inputs), then
+//! - [`backward`]: recomputes the forward on-chip (every stage's input kept in shared memory), then
 //!   runs the stages in reverse, producing the input gradient and per-cube partial twiddle
 //!   gradients in one launch per pass; a second small kernel sums the partials in a fixed order,
 //!   so the twiddle gradient is deterministic (no atomics).
@@ -44,6 +44,11 @@ pub(crate) const MAX_PARTIAL_BYTES: usize = 64 << 20;
 
 /// Butterflies a cube works on per stage, at least (several rows per cube for small N).
 const MIN_BUTTERFLIES_PER_CUBE: usize = 256;
+/// Butterflies a backward cube works on per stage (one per thread; where a line is longer, one
+/// line): its threads keep their twiddles and twiddle-gradient accumulators in registers
+/// (16 per stage), which limits how many cubes an SM runs; small cubes fill it best (on the
+/// H100, 128 beats 256 by 10 to 18 % and 64 is slower).
+const BACKWARD_BUTTERFLIES_PER_CUBE: usize = 128;
 /// Shared memory a forward cube fills with rows (32 KiB: every wgpu and CUDA device offers it).
 const FORWARD_SHARED_BUDGET: usize = 32 << 10;
 /// Rows a forward cube holds at least where shared memory allows (64 KiB at N = 4096 in f32:
@@ -89,10 +94,13 @@ impl Plan {
         Plan { log_n: n.trailing_zeros() as usize, rows, threads }
     }
 
-    /// The backward's plan: [`Plan::new`], with fewer rows per cube where its shared memory
+    /// The backward's plan: [`Plan::new`] with [`BACKWARD_BUTTERFLIES_PER_CUBE`] butterflies
+    /// per cube (one per thread for lines up to 512), and fewer rows where its shared memory
     /// ([`Plan::backward_shared_bytes`]) would exceed `max_shared` (down to one row).
     pub fn backward(n: usize, max_units: usize, elem: usize, max_shared: usize) -> Self {
         let mut plan = Plan::new(n, max_units);
+        plan.rows = (BACKWARD_BUTTERFLIES_PER_CUBE / (n / 2)).max(1);
+        plan.threads = plan.threads.min(plan.rows * n / 2);
         while plan.rows > 1 && plan.backward_shared_bytes(elem) > max_shared {
             plan.rows /= 2;
             plan.threads = plan.threads.min(plan.rows * n / 2);
@@ -183,7 +191,7 @@ pub(crate) fn passes(n: usize, elem: usize, max_units: usize, max_shared: usize)
 
 /// The backward's passes: from N = 2^[`BACKWARD_SPLIT_LOG_N`] on (or where one pass's shared
 /// memory would not fit), two balanced passes (lines of `2^⌈L/2⌉` and `2^⌊L/2⌋`) whatever the
-/// forward takes. Each thread of the backward keeps 8
+/// forward takes. Each thread of the backward keeps 8 twiddles and 8
 /// twiddle-gradient accumulators per stage and butterfly in registers, and the cube keeps
 /// every stage's input in shared memory; short lines keep both small (more cubes per SM) at
 /// the cost of one more trip through device memory. `None` where a pass's shared memory does
