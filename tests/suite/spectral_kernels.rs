@@ -185,7 +185,31 @@ where
     assert!(overwrite_far >= multi.len() * 9 / 10, "an overwriting backward would pass at too many samples ({overwrite_far} of {} differ)", multi.len());
 }
 
+/// All-zero inputs (every bin at the magnitude's eps floor, a zero spectral-convergence
+/// denominator) give a finite loss and finite gradients on the fused path, for every option,
+/// through `forward` and through `forward_no_reduction`; so does a zero prediction against a
+/// non-zero target.
+fn check_fused_zero_inputs_finite<B: Backend>(device: &B::Device)
+where
+    Autodiff<B>: SpectralOps<Device = B::Device>,
+{
+    let (batch, t) = (2, 100);
+    let zeros = vec![0.0; batch * t];
+    let target = normals(81, batch * t);
+    for (magnitude, distance) in OPTIONS {
+        let cfg = SpectralLossConfig::new(16, 4).with_magnitude(magnitude).with_distance(distance).with_spectral_convergence(1.0);
+        for (q, what) in [(&zeros, "zero target"), (&target, "non-zero target")] {
+            for reduction in [Some(Reduction::Mean), None] {
+                let (loss, gp, gq) = run_with::<B>(&cfg, KernelChoice::Fused, reduction.clone(), &zeros, q, batch, t, device);
+                assert!(loss.is_finite(), "{magnitude:?} {distance:?} {what} {reduction:?}: loss {loss}");
+                assert!(gp.iter().chain(&gq).all(|v| v.is_finite()), "{magnitude:?} {distance:?} {what} {reduction:?}: non-finite gradient");
+            }
+        }
+    }
+}
+
 on_cubecl!(check_fused_matches_reference);
+on_cubecl!(check_fused_zero_inputs_finite);
 on_cubecl!(check_fused_deterministic);
 on_cubecl!(check_fused_accumulates_overlaps);
 

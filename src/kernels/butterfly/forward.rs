@@ -108,19 +108,28 @@ pub(crate) fn butterfly_forward_kernel<F: Float>(
     #[comptime] rows: usize,
     #[comptime] threads: usize,
     #[comptime] bit_reverse: bool,
+    #[comptime] grouped: bool,
 ) {
     let n = comptime![1usize << log_n];
     let local = comptime![1usize << log_local];
     let half = comptime![local / 2];
     let half_n = comptime![n / 2];
     let strided = comptime![stage0 > 0];
+    let lines_per_row = comptime![1usize << (log_n - log_local)];
     let per_thread = comptime![rows * half / threads];
     let mut s_re = SharedMemory::<F>::new(comptime![rows * local]);
     let mut s_im = SharedMemory::<F>::new(comptime![rows * local]);
     let batch = batch as usize;
     let im_offset = im_offset as usize;
-    let first_line = CUBE_POS * rows;
-    if first_line / comptime![1usize << (log_n - log_local)] >= batch {
+    // Line `l` of the cube is `first_line + l·line_step`: consecutive lines, or (grouped) the
+    // same chunk `g` of `rows` consecutive batch rows, which share their twiddles.
+    let mut first_line = CUBE_POS * rows;
+    let mut line_step = 1;
+    if comptime![grouped] {
+        first_line = (CUBE_POS / lines_per_row) * rows * lines_per_row + CUBE_POS % lines_per_row;
+        line_step = lines_per_row;
+    }
+    if first_line / lines_per_row >= batch {
         terminate!();
     }
     let t = UNIT_POS_X as usize;
@@ -128,7 +137,7 @@ pub(crate) fn butterfly_forward_kernel<F: Float>(
     #[unroll]
     for q in 0..comptime![2 * per_thread] {
         let (l, j) = slot_of(t + q * threads, log_local, rows, strided);
-        let (row, i) = line_element(first_line + l, j, log_n, stage0, log_local);
+        let (row, i) = line_element(first_line + l * line_step, j, log_n, stage0, log_local);
         let src = row * n + permuted(i, log_n, bit_reverse);
         let mut vr = F::new(0.0);
         let mut vi = F::new(0.0);
@@ -141,10 +150,10 @@ pub(crate) fn butterfly_forward_kernel<F: Float>(
     }
     sync_cube();
 
-    // One pass over whole rows: each thread's butterflies of a stage use `kpt` twiddle blocks
-    // (one if threads are a multiple of n/2, n/2 / threads otherwise), each loaded once for all
-    // the rows it serves.
-    let shared_block = comptime![log_local == log_n];
+    // Whole rows, or grouped lines (all lines of the cube share their twiddles): each thread's
+    // butterflies of a stage use `kpt` twiddle blocks (one if threads are a multiple of n/2,
+    // n/2 / threads otherwise), each loaded once for all the lines it serves.
+    let shared_block = comptime![log_local == log_n || grouped];
     let kpt = comptime![if threads < half { half / threads } else { 1 }];
     #[unroll]
     for s in 0..log_local {
@@ -153,7 +162,7 @@ pub(crate) fn butterfly_forward_kernel<F: Float>(
             #[unroll]
             for kb in 0..kpt {
                 let k = t % half + kb * threads;
-                let w = (s * half_n + k) * 4;
+                let w = ((stage0 + s) * half_n + twiddle_of(first_line, k, log_n, stage0, log_local)) * 4;
                 let tw = Twiddles::<F> { t00r: tw_re[w], t00i: tw_im[w], t01r: tw_re[w + 1], t01i: tw_im[w + 1], t10r: tw_re[w + 2], t10i: tw_im[w + 2], t11r: tw_re[w + 3], t11i: tw_im[w + 3] };
                 let k_base = ((k >> s) << (s + 1)) + (k & (st - 1));
                 #[unroll]
@@ -171,7 +180,7 @@ pub(crate) fn butterfly_forward_kernel<F: Float>(
                 let k = b % half;
                 let l = b / half;
                 let i0 = l * local + ((k >> s) << (s + 1)) + (k & (st - 1));
-                let w = ((stage0 + s) * half_n + twiddle_of(first_line + l, k, log_n, stage0, log_local)) * 4;
+                let w = ((stage0 + s) * half_n + twiddle_of(first_line + l * line_step, k, log_n, stage0, log_local)) * 4;
                 let tw = Twiddles::<F> { t00r: tw_re[w], t00i: tw_im[w], t01r: tw_re[w + 1], t01i: tw_im[w + 1], t10r: tw_re[w + 2], t10i: tw_im[w + 2], t11r: tw_re[w + 3], t11i: tw_im[w + 3] };
                 apply_block(&mut s_re, &mut s_im, i0, i0 + st, &tw);
             }
@@ -183,7 +192,7 @@ pub(crate) fn butterfly_forward_kernel<F: Float>(
     #[unroll]
     for q in 0..comptime![2 * per_thread] {
         let (l, j) = slot_of(t + q * threads, log_local, rows, strided);
-        let (row, i) = line_element(first_line + l, j, log_n, stage0, log_local);
+        let (row, i) = line_element(first_line + l * line_step, j, log_n, stage0, log_local);
         if row < batch {
             let dst = row * n + i;
             output[dst] = s_re[l * local + j];
@@ -209,12 +218,16 @@ pub(crate) fn launch_pass<R: CubeRuntime, F: FloatElement>(
     let output = empty::<R, F>(&x_re, vec![2, batch, n]);
     let lines = batch * pass.lines_per_row();
     let plan = pass.forward;
+    // A first pass of two takes one chunk of `rows` batch rows per cube where the batch fills
+    // them (each twiddle block then loads once for all the cube's lines).
+    let grouped = pass.stage0 == 0 && pass.lines_per_row() > 1 && batch >= plan.rows;
+    let cubes = if grouped { batch.div_ceil(plan.rows) * pass.lines_per_row() } else { lines.div_ceil(plan.rows) };
     // SAFETY: every index the kernel forms is in bounds by construction: rows past the batch
     // are masked, shared-memory and twiddle indices stay below their comptime sizes.
     unsafe {
         butterfly_forward_kernel::launch_unchecked::<F, R>(
             &x_re.client.clone(),
-            grid(lines.div_ceil(plan.rows)),
+            grid(cubes),
             CubeDim::new_1d(plan.threads as u32),
             x_re.into_tensor_arg(),
             x_im.into_tensor_arg(),
@@ -229,6 +242,7 @@ pub(crate) fn launch_pass<R: CubeRuntime, F: FloatElement>(
             plan.rows,
             plan.threads,
             bit_reverse,
+            grouped,
         );
     }
     output
