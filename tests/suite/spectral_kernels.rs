@@ -66,8 +66,9 @@ where
 }
 
 /// The cases: every W = 2…1024 (and 4096, the largest fused window) with H ∈ {1, W/4, W/2, W},
-/// T not a multiple of H, batch cycling 1…8, and the six magnitude/distance options, windows,
-/// center and spectral convergence cycling over the cases.
+/// T not a multiple of H, batch cycling 1…8; at H = W/4 (W ≥ 8) every one of the six
+/// magnitude/distance options, elsewhere one cycling over the cases, as do windows, center and
+/// spectral convergence.
 fn cases() -> Vec<(SpectralLossConfig, usize, usize)> {
     let mut out = Vec::new();
     let mut case = 0usize;
@@ -75,8 +76,15 @@ fn cases() -> Vec<(SpectralLossConfig, usize, usize)> {
         let mut hops: Vec<usize> = if w == 4096 { vec![w / 2] } else { vec![1, w / 4, w / 2, w] };
         hops.retain(|&h| h >= 1);
         hops.dedup();
+        let mut configs = Vec::new();
         for hop in hops {
-            let (magnitude, distance) = OPTIONS[case % OPTIONS.len()];
+            if hop == w / 4 && w >= 8 {
+                configs.extend(OPTIONS.map(|o| (hop, o)));
+            } else {
+                configs.push((hop, OPTIONS[(case + configs.len()) % OPTIONS.len()]));
+            }
+        }
+        for (hop, (magnitude, distance)) in configs {
             let window = [Window::Hann, Window::Hamming, Window::Rectangular][case % 3];
             let cfg = SpectralLossConfig::new(w, hop)
                 .with_magnitude(magnitude)
