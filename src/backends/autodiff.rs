@@ -1,8 +1,9 @@
 //! `Autodiff<CubeBackend>`: the fused forward kernels, each with a custom `Backward` that
 //! launches its fused backward kernels.
 //!
-//! - Butterfly: input gradient and twiddle gradient in one launch, plus a deterministic
-//!   reduction of the twiddle gradient over the batch.
+//! - Butterfly: input gradient and twiddle gradient in one launch per pass (two passes from
+//!   N = 1024), each followed by a deterministic reduction of its twiddle gradient over the
+//!   batch.
 //! - Spectral magnitudes: per-(frame, offset) gradients from an on-chip inverse FFT, then a
 //!   gather of every covering frame's contribution into each sample.
 
