@@ -114,8 +114,8 @@ impl Plan {
     }
 
     /// Bytes of shared memory per cube of the backward: the lines, and every stage's input
-    /// (kept on-chip between the recomputed forward and the reverse stages, which leaves only
-    /// the twiddle-gradient accumulators in registers).
+    /// (kept on-chip between the recomputed forward and the reverse stages; registers hold only
+    /// each thread's twiddles and twiddle-gradient accumulators).
     pub fn backward_shared_bytes(&self, elem: usize) -> usize {
         self.shared_bytes(elem) * (self.log_n + 1)
     }
