@@ -36,10 +36,7 @@ impl BackendTask for Table {
     type Output = Vec<ExactRow>;
     fn run<B: FftBackend>(self, device: B::Device, selected: &Selected) -> learned_fft::Result<Vec<ExactRow>> {
         println!("backend: {selected}");
-        println!(
-            "{:>6}  {:>12}  {:>12}  {:>14}  {:>14}",
-            "N", "twiddle rmse", "floor", "rel err", "rustfft f32"
-        );
+        println!("{:>6}  {:>12}  {:>12}  {:>14}  {:>14}", "N", "twiddle rmse", "floor", "rel err", "rustfft f32");
         let mut rows = Vec::new();
         let mut n = 8;
         while n <= self.max_n {

@@ -16,9 +16,9 @@ use burn::nn::loss::Reduction;
 use burn::optim::{AdamConfig, GradientsParams, Optimizer};
 use clap::Parser;
 use learned_fft::backend::{dispatch, BackendKind, BackendTask, FftBackend, Precision, Selected, BACKEND_ENV};
-use learned_fft::conv::{FftConv1d, FftConv1dConfig, FftSource};
-use learned_fft::spectral::SpectralLossConfig;
-use learned_fft::tensors::{float_tensor, to_f64_vec};
+use learned_fft::SpectralLossConfig;
+use learned_fft::{float_tensor, to_f64_vec};
+use learned_fft::{FftConv1d, FftConv1dConfig, FftSource};
 use rand::SeedableRng;
 use rand_distr::{Distribution, StandardNormal};
 
@@ -49,7 +49,11 @@ fn true_filter() -> Vec<f64> {
     (0..K)
         .map(|n| {
             let t = n as f64 - mid;
-            let sinc = if t == 0.0 { 2.0 * c } else { (2.0 * std::f64::consts::PI * c * t).sin() / (std::f64::consts::PI * t) };
+            let sinc = if t == 0.0 {
+                2.0 * c
+            } else {
+                (2.0 * std::f64::consts::PI * c * t).sin() / (std::f64::consts::PI * t)
+            };
             sinc * (0.54 - 0.46 * (2.0 * std::f64::consts::PI * n as f64 / (K - 1) as f64).cos())
         })
         .collect()
@@ -76,7 +80,8 @@ impl BackendTask for Fit {
 
     fn run<B: FftBackend>(self, device: B::Device, selected: &Selected) -> learned_fft::Result<()> {
         let truth = true_filter();
-        let config = FftConv1dConfig::new(1, K).with_bias(false).with_fft(FftSource::Checkpoint(self.checkpoint.clone()));
+        let config =
+            FftConv1dConfig::new(1, K).with_bias(false).with_fft(FftSource::Checkpoint(self.checkpoint.clone()));
         B::seed(&device, 7);
         let mut model: FftConv1d<B> = config.init(L, &device)?;
         println!("backend: {selected}; FFT N = {} from {} (frozen)", model.fft_size(), self.checkpoint.display());
@@ -102,7 +107,13 @@ impl BackendTask for Fit {
             if step == self.steps {
                 break;
             }
-            let lr = if step < self.steps / 2 { 1e-2 } else if step < self.steps * 3 / 4 { 2e-3 } else { 5e-4 };
+            let lr = if step < self.steps / 2 {
+                1e-2
+            } else if step < self.steps * 3 / 4 {
+                2e-3
+            } else {
+                5e-4
+            };
             let grads = GradientsParams::from_grads(loss.backward(), &model);
             model = optim.step(lr, model, grads);
         }

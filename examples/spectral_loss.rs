@@ -18,8 +18,8 @@ use burn::optim::{AdamConfig, GradientsParams, Optimizer};
 use burn::tensor::{backend::Backend, Tensor};
 use clap::Parser;
 use learned_fft::backend::{dispatch, BackendKind, BackendTask, FftBackend, Precision, Selected, BACKEND_ENV};
-use learned_fft::spectral::SpectralLossConfig;
-use learned_fft::tensors::{float_tensor, to_f64_vec};
+use learned_fft::SpectralLossConfig;
+use learned_fft::{float_tensor, to_f64_vec};
 
 #[derive(Parser)]
 struct Args {
@@ -68,7 +68,10 @@ impl BackendTask for Fit {
         let target = float_tensor::<B, 2>(TRUE_GAINS.to_vec(), [1, FREQS.len()], &device).matmul(basis.clone());
         let config = SpectralLossConfig::new(256, 64).with_spectral_convergence(1.0);
         let loss_fn = config.init::<B>(&device)?;
-        println!("backend: {selected}; spectral loss W = 256, H = 64 ({} path)", if loss_fn.is_fused(&device) { "fused kernel" } else { "reference" });
+        println!(
+            "backend: {selected}; spectral loss W = 256, H = 64 ({} path)",
+            if loss_fn.is_fused(&device) { "fused kernel" } else { "reference" }
+        );
 
         let mut model = Gains { gains: Param::from_tensor(Tensor::<B, 2>::full([1, FREQS.len()], 0.1, &device)) };
         let mut optim = AdamConfig::new().init::<B, Gains<B>>();

@@ -10,8 +10,26 @@
 
 use clap::Parser;
 use learned_fft::backend::{BackendKind, Precision, BACKEND_ENV};
-use learned_fft::train::progress::ProgressLine;
+use learned_fft::train::{Observer, Phase, Progress};
 use learned_fft::{TrainConfig, Trainer};
+
+/// Prints one line every 100 steps and at each phase change, so the run can be watched.
+#[derive(Default)]
+struct Watch {
+    phase: Option<(Phase, usize)>,
+}
+
+impl Observer for Watch {
+    fn progress(&mut self, p: &Progress) {
+        let phase = Some((p.phase, p.attempt));
+        if !p.step.is_multiple_of(100) && phase == self.phase {
+            return;
+        }
+        self.phase = phase;
+        let floor = p.floor.map(|f| format!("  floor {f:.2e} ({:.2}×)", p.rmse / f)).unwrap_or_default();
+        eprintln!("step {:>5}  {:<7} rmse {:.3e}{floor}", p.step, format!("{:?}", p.phase).to_lowercase(), p.rmse);
+    }
+}
 
 #[derive(Parser)]
 struct Args {
@@ -41,9 +59,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .with_seed(args.seed)
         .with_checkpoint_dir(Some(run.clone()))
         .with_log_dir(Some(run.clone()));
-    let mut progress = ProgressLine::default();
-    let report = Trainer::new(config)?.run(&mut progress)?;
-    progress.finish();
+    let report = Trainer::new(config)?.run(&mut Watch::default())?;
     println!();
     println!("| N | backend | rmse | floor | rmse / floor | steps | seconds | attempts |");
     println!("|---|---|---|---|---|---|---|---|");

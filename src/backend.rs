@@ -37,8 +37,7 @@ pub type CandleBackend<F = f32> = burn::backend::Candle<F, i64>;
 pub type NdArrayBackend<F = f32> = burn::backend::NdArray<F>;
 /// The CUDA backend at float type `F` and int type `I`.
 #[cfg(feature = "cuda")]
-pub type CudaBackend<F = f32, I = i32> =
-    burn::backend::wgpu::CubeBackend<cubecl::cuda::CudaRuntime, F, I, u8>;
+pub type CudaBackend<F = f32, I = i32> = burn::backend::wgpu::CubeBackend<cubecl::cuda::CudaRuntime, F, I, u8>;
 
 /// Which backend to run on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
@@ -257,14 +256,26 @@ pub fn dispatch<T: BackendTask>(kind: BackendKind, precision: Precision, task: T
     let selected = select(kind, precision)?;
     match (selected.kind, precision) {
         (BackendKind::Wgpu, _) => task.run::<Autodiff<WgpuBackend>>(Default::default(), &selected),
-        (BackendKind::Candle, Precision::F32) => task.run::<Autodiff<CandleBackend<f32>>>(Default::default(), &selected),
-        (BackendKind::Candle, Precision::F64) => task.run::<Autodiff<CandleBackend<f64>>>(Default::default(), &selected),
-        (BackendKind::Ndarray, Precision::F32) => task.run::<Autodiff<NdArrayBackend<f32>>>(Default::default(), &selected),
-        (BackendKind::Ndarray, Precision::F64) => task.run::<Autodiff<NdArrayBackend<f64>>>(Default::default(), &selected),
+        (BackendKind::Candle, Precision::F32) => {
+            task.run::<Autodiff<CandleBackend<f32>>>(Default::default(), &selected)
+        }
+        (BackendKind::Candle, Precision::F64) => {
+            task.run::<Autodiff<CandleBackend<f64>>>(Default::default(), &selected)
+        }
+        (BackendKind::Ndarray, Precision::F32) => {
+            task.run::<Autodiff<NdArrayBackend<f32>>>(Default::default(), &selected)
+        }
+        (BackendKind::Ndarray, Precision::F64) => {
+            task.run::<Autodiff<NdArrayBackend<f64>>>(Default::default(), &selected)
+        }
         #[cfg(feature = "cuda")]
-        (BackendKind::Cuda, Precision::F32) => task.run::<Autodiff<CudaBackend<f32, i32>>>(Default::default(), &selected),
+        (BackendKind::Cuda, Precision::F32) => {
+            task.run::<Autodiff<CudaBackend<f32, i32>>>(Default::default(), &selected)
+        }
         #[cfg(feature = "cuda")]
-        (BackendKind::Cuda, Precision::F64) => task.run::<Autodiff<CudaBackend<f64, i64>>>(Default::default(), &selected),
+        (BackendKind::Cuda, Precision::F64) => {
+            task.run::<Autodiff<CudaBackend<f64, i64>>>(Default::default(), &selected)
+        }
         (other, _) => Err(Error::BackendUnavailable { backend: other.name(), reason: "not compiled in".into() }),
     }
 }

@@ -86,11 +86,7 @@ impl Error {
 
     /// Shorthand for [`Error::InvalidInput`].
     pub fn invalid(op: &'static str, expected: impl fmt::Display, got: impl fmt::Display) -> Self {
-        Error::InvalidInput {
-            op,
-            expected: expected.to_string(),
-            got: got.to_string(),
-        }
+        Error::InvalidInput { op, expected: expected.to_string(), got: got.to_string() }
     }
 }
 

@@ -2,19 +2,19 @@
 //!
 //! Learn the FFT as a butterfly network on [Burn](https://burn.dev).
 //!
-//! - [`butterfly`]: the [`Butterfly`] layer (a Burn `Module`), log2(N) factors of N/2 complex
-//!   2×2 blocks after a fixed permutation, with exact-FFT, identity and random initialisers.
-//! - [`reference`]: f64 truth on the CPU (rustfft, rustdct, dense target matrices).
-//! - [`metrics`]: the rmse metric of Dao et al. (2019) and its floor.
-//! - [`backend`]: backend choice (wgpu, candle, ndarray, cuda) and one generic code path.
-//! - [`train`]: the [`Trainer`] that fits the layer to a target transform from random init
+//! The layers, from the top down (each module imports only the ones below it):
+//!
+//! - [`train`]: the [`Trainer`] that fits a butterfly to a target transform from random init
 //!   (Adam, then matrix-free Levenberg–Marquardt), with checkpoints, TensorBoard and export.
-//! - [`spectral`]: the spectral loss ([`SpectralLoss`], multi-resolution), fused on wgpu/CUDA.
-//! - [`conv`]: [`conv::FftConv1d`], depthwise convolution through a (trained) butterfly FFT;
-//!   [`psd`]: Welch's PSD and peak picking on the butterfly FFT.
-//! - [`ops`]: the backend-extension traits [`ButterflyOps`] and [`SpectralOps`]; [`kernels`]
-//!   the fused CubeCL kernels behind them on wgpu and CUDA, [`backends`] the per-backend
-//!   implementations.
+//! - [`metrics`]: the rmse metric of Dao et al. (2019) and its floor.
+//! - [`nn`]: the layers a model holds: the [`Butterfly`] (a Burn `Module`, log2(N) factors of
+//!   N/2 complex 2×2 blocks after a permutation, with exact-FFT, identity and random
+//!   initialisers), the [`SpectralLoss`] (and multi-resolution), [`FftConv1d`], Welch's PSD.
+//! - [`backend`]: backend choice (wgpu, candle, ndarray, cuda) and one generic code path.
+//! - [`ops`]: one slice per op ([`ops::butterfly`], [`ops::spectral`]): the backend-extension
+//!   traits [`ButterflyOps`] and [`SpectralOps`], their tensor-op twins, and the fused CubeCL
+//!   kernels behind them on wgpu and CUDA with their custom backward.
+//! - [`reference`]: f64 truth on the CPU (rustfft, rustdct, dense target matrices); [`error`].
 //!
 //! ## Complex numbers
 //! Complex tensors are `(re, im)` pairs of real tensors of the same shape.
@@ -37,26 +37,24 @@
 //! ```
 
 pub mod backend;
-pub mod backends;
-pub mod bench;
-pub mod butterfly;
-pub mod conv;
 pub mod error;
-pub mod kernels;
 pub mod metrics;
+pub mod nn;
 pub mod ops;
-pub mod psd;
 pub mod reference;
-pub mod spectral;
-pub mod tensors;
+mod tensors;
 pub mod train;
 
 pub use backend::{dispatch, BackendKind, BackendTask, FftBackend, Precision, Selected};
-pub use ops::{ButterflyOps, KernelChoice, SpectralOps};
-pub use butterfly::{Butterfly, ButterflyConfig, ButterflyInit, Permutation};
-pub use spectral::{MultiResolutionSpectralLoss, MultiResolutionSpectralLossConfig, SpectralLoss, SpectralLossConfig};
 pub use error::{Error, Result};
-pub use train::{TrainConfig, TrainReport, Trainer};
+pub use nn::{
+    Butterfly, ButterflyConfig, ButterflyInit, ConvOutput, FftConv1d, FftConv1dConfig, FftSource,
+    MultiResolutionSpectralLoss, MultiResolutionSpectralLossConfig, SpectralLoss, SpectralLossConfig,
+};
+pub use ops::spectral::{Distance, Magnitude, Window};
+pub use ops::{ButterflyOps, KernelChoice, Permutation, SpectralOps};
 pub use reference::{ComplexMatrix, FftNorm, Target};
+pub use tensors::{float_tensor, to_f64_vec};
+pub use train::{TrainConfig, TrainReport, Trainer};
 
 pub use burn;

@@ -1,11 +1,13 @@
 //! The `learned-fft` command line (backend, exact, train, eval, export, bench). Every command's
 //! last stdout line is one JSON object with its results; human-readable output goes to stderr.
 
+mod cli;
+
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use cli::bench::{ButterflyBench, ConvBench, SpectralBench};
+use cli::progress::ProgressLine;
 use learned_fft::backend::{dispatch, select, BackendKind, BackendTask, FftBackend, Precision, Selected};
-use learned_fft::bench::{ButterflyBench, ConvBench, SpectralBench};
 use learned_fft::metrics::{self, exact_row};
-use learned_fft::train::progress::ProgressLine;
 use learned_fft::train::Checkpoint;
 use learned_fft::{Error, Target, TrainConfig, Trainer};
 use serde_json::json;
@@ -37,7 +39,7 @@ enum Command {
         n: usize,
     },
     /// Train a butterfly from random weights to reproduce a transform.
-    Train(TrainArgs),
+    Train(Box<TrainArgs>),
     /// rmse and floor of a checkpoint's layer against the f64 target, on the chosen backend.
     Eval {
         /// Checkpoint file (`checkpoint.lfft` in a run's checkpoint directory).
@@ -162,7 +164,20 @@ impl TrainArgs {
         macro_rules! set {
             ($($field:ident),*) => {$( if let Some(v) = self.$field.clone() { c.$field = v; } )*};
         }
-        set!(seed, lr, lr_final, adam_steps, switch_rmse, restarts, polish_iters, cg_iters, cg_tol, max_stalled, checkpoint_every, log_every);
+        set!(
+            seed,
+            lr,
+            lr_final,
+            adam_steps,
+            switch_rmse,
+            restarts,
+            polish_iters,
+            cg_iters,
+            cg_tol,
+            max_stalled,
+            checkpoint_every,
+            log_every
+        );
         c.stop_rmse = self.stop_rmse;
         c.fix_gauge = !self.free_gauge;
         c.log_dir = self.log_dir.clone();
@@ -193,7 +208,12 @@ impl BackendTask for Eval {
         let cfg = &self.checkpoint.config;
         let rmse = metrics::rmse(&layer, &cfg.target.matrix(cfg.n)?)?;
         let floor = metrics::floor::<B::InnerBackend>(cfg.n, &cfg.target, &device)?;
-        eprintln!("N = {}, {:?}: rmse {rmse:.3e}{}", cfg.n, cfg.target, floor.map(|f| format!(", floor {f:.3e} ({:.3}×)", rmse / f)).unwrap_or_default());
+        eprintln!(
+            "N = {}, {:?}: rmse {rmse:.3e}{}",
+            cfg.n,
+            cfg.target,
+            floor.map(|f| format!(", floor {f:.3e} ({:.3}×)", rmse / f)).unwrap_or_default()
+        );
         Ok(json!({
             "backend": selected, "n": cfg.n, "target": cfg.target, "trained_precision": cfg.precision,
             "step": self.checkpoint.state.step, "rmse": rmse, "floor": floor,
@@ -333,14 +353,16 @@ fn run(cli: Cli) -> learned_fft::Result<serde_json::Value> {
             );
             Ok(json!({ "train": report }))
         }
-        Command::Eval { checkpoint } => dispatch(cli.backend, cli.precision, Eval { checkpoint: Checkpoint::read(checkpoint)? }),
+        Command::Eval { checkpoint } => {
+            dispatch(cli.backend, cli.precision, Eval { checkpoint: Checkpoint::read(checkpoint)? })
+        }
         Command::Export { checkpoint, format: ExportFormat::Safetensors, out } => {
             let summary = learned_fft::train::export::export_safetensors(checkpoint, out)?;
             eprintln!("wrote {} ({} bytes)", summary.path, summary.bytes);
             Ok(json!({ "export": summary }))
         }
         Command::Bench(BenchCommand::Train { sizes, seeds, to_bar, ship, scratch, verbose }) => {
-            let sweep = learned_fft::train::sweep::Sweep {
+            let sweep = cli::sweep::Sweep {
                 sizes,
                 seeds,
                 backend: cli.backend,
@@ -363,14 +385,26 @@ fn run(cli: Cli) -> learned_fft::Result<serde_json::Value> {
             Ok(json!({ "sweep": rows }))
         }
         Command::Bench(BenchCommand::Conv { kernels, length, channels, batch, warmup, iters }) => {
-            let r = dispatch(cli.backend, cli.precision, ConvBench { kernels, length, channels, batch, warmup, iters })?;
+            let r =
+                dispatch(cli.backend, cli.precision, ConvBench { kernels, length, channels, batch, warmup, iters })?;
             for row in &r.rows {
-                eprintln!("conv K={} (N={}) on {}: fft {:.3} ms, direct {:.3} ms ({:.2}×)", row.kernel, row.fft_size, r.backend, row.fft_ms, row.direct_ms, row.fft_speedup);
+                eprintln!(
+                    "conv K={} (N={}) on {}: fft {:.3} ms, direct {:.3} ms ({:.2}×)",
+                    row.kernel, row.fft_size, r.backend, row.fft_ms, row.direct_ms, row.fft_speedup
+                );
             }
             Ok(serde_json::to_value(r).expect("bench results serialise"))
         }
         Command::Bench(BenchCommand::Spectral { win, hop, signals, samples, warmup, iters, no_reference }) => {
-            let bench = SpectralBench { win, hop: hop.unwrap_or((win / 4).max(1)), signals, samples, warmup, iters, reference: !no_reference };
+            let bench = SpectralBench {
+                win,
+                hop: hop.unwrap_or((win / 4).max(1)),
+                signals,
+                samples,
+                warmup,
+                iters,
+                reference: !no_reference,
+            };
             let r = dispatch(cli.backend, cli.precision, bench)?;
             eprintln!(
                 "spectral W={} H={} {}×{} on {} ({}): forward {:.3} ms, fwd+bwd {:.3} ms; reference fwd+bwd {}",

@@ -9,9 +9,8 @@
 //! evaluated in the same dtype on the same backend: what rounding alone costs, and the bar a
 //! trained layer is measured against.
 
-
-use crate::butterfly::{exact_fft, Butterfly};
 use crate::error::{Error, Result};
+use crate::nn::butterfly::{exact_fft, Butterfly};
 use crate::ops::ButterflyOps;
 use crate::reference::{ComplexMatrix, Target};
 
@@ -72,19 +71,23 @@ pub fn exact_row<B: ButterflyOps>(n: usize, device: &B::Device) -> Result<ExactR
     let (xr, xi) = (to_tensor(draw()), to_tensor(draw()));
     // The truth is computed on the inputs as the backend holds them (rounded to its dtype).
     let host = |t: &burn::tensor::Tensor<B, 2>| to_f64_vec(t.clone());
-    let pairs = |re: Vec<f64>, im: Vec<f64>| -> Vec<Complex64> { re.into_iter().zip(im).map(|(r, i)| Complex64::new(r, i)).collect() };
+    let pairs = |re: Vec<f64>, im: Vec<f64>| -> Vec<Complex64> {
+        re.into_iter().zip(im).map(|(r, i)| Complex64::new(r, i)).collect()
+    };
     let x = pairs(host(&xr), host(&xi));
     let mut truth = x.clone();
     crate::reference::dft::fft_in_place(&mut truth, n, false, crate::reference::FftNorm::Ortho)?;
     // Relative RMS error of `y` against the truth.
     let rel_err = |y: &[Complex64]| {
-        let (num, den) = y.iter().zip(&truth).fold((0.0, 0.0), |(num, den), (z, t)| (num + (z - t).norm_sqr(), den + t.norm_sqr()));
+        let (num, den) =
+            y.iter().zip(&truth).fold((0.0, 0.0), |(num, den), (z, t)| (num + (z - t).norm_sqr(), den + t.norm_sqr()));
         (num / den).sqrt()
     };
     let (yr, yi) = layer.forward(xr, xi)?;
     let rel_err_vs_rustfft = rel_err(&pairs(host(&yr), host(&yi)));
     let rustfft_f32_rel_err = (std::mem::size_of::<B::FloatElem>() == 4).then(|| {
-        let mut x32: Vec<num_complex::Complex32> = x.iter().map(|z| num_complex::Complex32::new(z.re as f32, z.im as f32)).collect();
+        let mut x32: Vec<num_complex::Complex32> =
+            x.iter().map(|z| num_complex::Complex32::new(z.re as f32, z.im as f32)).collect();
         rustfft::FftPlanner::<f32>::new().plan_fft_forward(n).process(&mut x32);
         let scale = 1.0 / (n as f64).sqrt();
         rel_err(&x32.iter().map(|z| Complex64::new(z.re as f64, z.im as f64) * scale).collect::<Vec<_>>())

@@ -8,7 +8,11 @@
 use burn::tensor::{backend::Backend, Element, Int, Tensor, TensorData};
 
 /// A float tensor of `B`'s float type from f64 values (row-major).
-pub fn float_tensor<B: Backend, const D: usize>(values: Vec<f64>, shape: [usize; D], device: &B::Device) -> Tensor<B, D> {
+pub fn float_tensor<B: Backend, const D: usize>(
+    values: Vec<f64>,
+    shape: [usize; D],
+    device: &B::Device,
+) -> Tensor<B, D> {
     Tensor::from_data(TensorData::new(values, shape), (device, <B::FloatElem as Element>::dtype()))
 }
 
@@ -18,7 +22,11 @@ pub fn full<B: Backend, const D: usize>(shape: [usize; D], value: f64, device: &
 }
 
 /// An int tensor of `B`'s int type.
-pub fn int_tensor<B: Backend, const D: usize>(values: Vec<i64>, shape: [usize; D], device: &B::Device) -> Tensor<B, D, Int> {
+pub fn int_tensor<B: Backend, const D: usize>(
+    values: Vec<i64>,
+    shape: [usize; D],
+    device: &B::Device,
+) -> Tensor<B, D, Int> {
     Tensor::from_data(TensorData::new(values, shape), (device, <B::IntElem as Element>::dtype()))
 }
 

@@ -17,14 +17,22 @@
 use num_complex::Complex64;
 
 use super::matrix::ComplexMatrix;
-use crate::butterfly::Permutation;
 use crate::error::{check_power_of_two, Error, Result};
 
 /// Applies the butterfly with twiddles `(tw_re, tw_im)` (each `[L, n/2, 2, 2]` row-major) after
-/// `perm` to `x` in place. `x.len()` must be a power of two ≥ 2 and the twiddles of its size.
-pub fn apply(tw_re: &[f64], tw_im: &[f64], perm: Permutation, x: &mut [Complex64]) -> Result<()> {
+/// the gather `perm` (`x ← x[perm]`, a permutation of `0..n`) to `x` in place. `x.len()` must
+/// be a power of two ≥ 2 and the twiddles and `perm` of its size.
+pub fn apply(tw_re: &[f64], tw_im: &[f64], perm: &[usize], x: &mut [Complex64]) -> Result<()> {
     let n = x.len();
     let log_n = check_power_of_two("reference::butterfly::apply", n)?;
+    let mut seen = vec![false; n];
+    if perm.len() != n || !perm.iter().all(|&i| i < n && !std::mem::replace(&mut seen[i], true)) {
+        return Err(Error::invalid(
+            "reference::butterfly::apply",
+            format!("a permutation of 0..{n}"),
+            format!("{} indices{}", perm.len(), if perm.len() == n { " that are not one" } else { "" }),
+        ));
+    }
     for len in [tw_re.len(), tw_im.len()] {
         if len != log_n * n * 2 {
             return Err(Error::invalid(
@@ -38,10 +46,10 @@ pub fn apply(tw_re: &[f64], tw_im: &[f64], perm: Permutation, x: &mut [Complex64
     Ok(())
 }
 
-fn apply_unchecked(tw_re: &[f64], tw_im: &[f64], perm: Permutation, x: &mut [Complex64]) {
+fn apply_unchecked(tw_re: &[f64], tw_im: &[f64], perm: &[usize], x: &mut [Complex64]) {
     let n = x.len();
     let log_n = n.trailing_zeros() as usize;
-    let permuted: Vec<Complex64> = perm.indices(n).into_iter().map(|i| x[i]).collect();
+    let permuted: Vec<Complex64> = perm.iter().map(|&i| x[i]).collect();
     x.copy_from_slice(&permuted);
     let t = |s: usize, k: usize, a: usize, b: usize| {
         let idx = ((s * (n / 2) + k) * 2 + a) * 2 + b;
@@ -60,8 +68,8 @@ fn apply_unchecked(tw_re: &[f64], tw_im: &[f64], perm: Permutation, x: &mut [Com
     }
 }
 
-/// The dense N×N matrix of the butterfly with the given twiddles and permutation.
-pub fn matrix(tw_re: &[f64], tw_im: &[f64], n: usize, perm: Permutation) -> Result<ComplexMatrix> {
+/// The dense N×N matrix of the butterfly with the given twiddles and input gather `perm`.
+pub fn matrix(tw_re: &[f64], tw_im: &[f64], n: usize, perm: &[usize]) -> Result<ComplexMatrix> {
     // Checks the sizes once; every column then has the same length.
     apply(tw_re, tw_im, perm, &mut vec![Complex64::new(0.0, 0.0); n])?;
     Ok(ComplexMatrix::from_linear_map(n, |col| apply_unchecked(tw_re, tw_im, perm, col)))

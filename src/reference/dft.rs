@@ -46,7 +46,7 @@ impl FftNorm {
 /// Transforms every contiguous length-`n` chunk of `data` in place: forward DFT, or inverse when
 /// `inverse`, scaled by `norm`. `data.len()` must be a non-zero multiple of `n` (any n ≥ 1).
 pub fn fft_in_place(data: &mut [Complex64], n: usize, inverse: bool, norm: FftNorm) -> Result<()> {
-    if n == 0 || data.is_empty() || data.len() % n != 0 {
+    if n == 0 || data.is_empty() || !data.len().is_multiple_of(n) {
         return Err(Error::invalid("fft_in_place", format!("a non-zero multiple of n = {n} values"), data.len()));
     }
     fft_chunks(data, n, inverse, norm);
@@ -56,11 +56,7 @@ pub fn fft_in_place(data: &mut [Complex64], n: usize, inverse: bool, norm: FftNo
 /// [`fft_in_place`] for callers that guarantee the lengths.
 pub(crate) fn fft_chunks(data: &mut [Complex64], n: usize, inverse: bool, norm: FftNorm) {
     let mut planner = FftPlanner::<f64>::new();
-    let plan = if inverse {
-        planner.plan_fft_inverse(n)
-    } else {
-        planner.plan_fft_forward(n)
-    };
+    let plan = if inverse { planner.plan_fft_inverse(n) } else { planner.plan_fft_forward(n) };
     plan.process(data);
     let scale = norm.scale(n, inverse);
     if scale != 1.0 {

@@ -75,11 +75,7 @@ impl ComplexMatrix {
     /// Matrix–vector product `self · x`; `x` must have length N.
     pub fn mul_vec(&self, x: &[Complex64]) -> Result<Vec<Complex64>> {
         self.check_size("ComplexMatrix::mul_vec", x.len())?;
-        Ok(self
-            .data
-            .chunks_exact(self.n)
-            .map(|row| row.iter().zip(x).map(|(a, b)| a * b).sum())
-            .collect())
+        Ok(self.data.chunks_exact(self.n).map(|row| row.iter().zip(x).map(|(a, b)| a * b).sum()).collect())
     }
 
     /// Matrix product `self · other`; both N×N.

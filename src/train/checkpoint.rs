@@ -20,8 +20,8 @@ use burn::tensor::{backend::Backend, Tensor};
 use serde::{Deserialize, Serialize};
 
 use super::config::TrainConfig;
-use crate::butterfly::{Butterfly, ButterflyConfig, ButterflyInit};
 use crate::error::{Error, Result};
+use crate::nn::{Butterfly, ButterflyConfig, ButterflyInit};
 use crate::tensors::{float_tensor, to_f64_vec};
 
 const MAGIC: &[u8; 8] = b"LFFTCKPT";
@@ -94,11 +94,18 @@ fn recorder() -> NamedMpkBytesRecorder<FullPrecisionSettings> {
 
 /// Encodes a Burn record to bytes.
 pub(crate) fn record_bytes<B: Backend, R: burn::record::Record<B>>(record: R) -> Result<Vec<u8>> {
-    Recorder::<B>::record(&recorder(), record, ()).map_err(|e| corrupt(Path::new("<memory>"), format!("cannot encode record: {e}")))
+    Recorder::<B>::record(&recorder(), record, ())
+        .map_err(|e| corrupt(Path::new("<memory>"), format!("cannot encode record: {e}")))
 }
 
 /// Writes a checkpoint atomically (temporary file, flush, rename).
-pub fn write<B: Backend>(path: &Path, config: &TrainConfig, state: &TrainState, layer: &Butterfly<B>, optim: Option<Vec<u8>>) -> Result<()> {
+pub fn write<B: Backend>(
+    path: &Path,
+    config: &TrainConfig,
+    state: &TrainState,
+    layer: &Butterfly<B>,
+    optim: Option<Vec<u8>>,
+) -> Result<()> {
     let header = serde_json::to_vec(&Header { config: config.clone(), state: state.clone() })
         .map_err(|e| corrupt(path, format!("cannot encode header: {e}")))?;
     let model = record_bytes::<B, _>(layer.clone().into_record())?;
@@ -152,7 +159,10 @@ impl Checkpoint {
         let path = path.as_ref();
         let bytes = std::fs::read(path).map_err(|e| Error::io("checkpoint.read", path, e))?;
         if bytes.len() < HEADER_LEN {
-            return Err(corrupt(path, format!("truncated: {} bytes, shorter than the {HEADER_LEN}-byte header", bytes.len())));
+            return Err(corrupt(
+                path,
+                format!("truncated: {} bytes, shorter than the {HEADER_LEN}-byte header", bytes.len()),
+            ));
         }
         if &bytes[..8] != MAGIC {
             return Err(corrupt(path, "not a learned-fft checkpoint (wrong magic bytes)"));
@@ -166,7 +176,10 @@ impl Checkpoint {
         let len = u64::from_le_bytes(bytes[16..24].try_into().expect("8 bytes")) as usize;
         let payload = &bytes[HEADER_LEN..];
         if payload.len() != len {
-            return Err(corrupt(path, format!("truncated or extended: payload of {} bytes, header says {len}", payload.len())));
+            return Err(corrupt(
+                path,
+                format!("truncated or extended: payload of {} bytes, header says {len}", payload.len()),
+            ));
         }
         if crc32fast::hash(payload) != crc {
             return Err(corrupt(path, "checksum mismatch (the file is corrupt)"));
@@ -178,13 +191,15 @@ impl Checkpoint {
                 .get(at..at + 8)
                 .map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")) as usize)
                 .ok_or_else(|| corrupt(path, "section table cut short"))?;
-            let section = payload.get(at + 8..at + 8 + size).ok_or_else(|| corrupt(path, "section runs past the end"))?;
+            let section =
+                payload.get(at + 8..at + 8 + size).ok_or_else(|| corrupt(path, "section runs past the end"))?;
             sections.push(section.to_vec());
             at += 8 + size;
         }
         let optim = sections.pop().unwrap_or_default();
         let model = sections.pop().unwrap_or_default();
-        let header: Header = serde_json::from_slice(&sections[0]).map_err(|e| corrupt(path, format!("bad header: {e}")))?;
+        let header: Header =
+            serde_json::from_slice(&sections[0]).map_err(|e| corrupt(path, format!("bad header: {e}")))?;
         header.config.validate().map_err(|e| corrupt(path, format!("its config is invalid: {e}")))?;
         Ok(Checkpoint { path: path.to_path_buf(), config: header.config, state: header.state, model, optim })
     }
@@ -197,12 +212,17 @@ impl Checkpoint {
         let mut layer = layer.load_record(record);
         let expected = [self.config.n.trailing_zeros() as usize, self.config.n / 2, 2, 2];
         if layer.twiddle_re.dims() != expected || layer.twiddle_im.dims() != expected {
-            return Err(corrupt(&self.path, format!("twiddles of shape {:?}, config says {expected:?}", layer.twiddle_re.dims())));
+            return Err(corrupt(
+                &self.path,
+                format!("twiddles of shape {:?}, config says {expected:?}", layer.twiddle_re.dims()),
+            ));
         }
         // Burn 0.21 creates loaded tensors in the device's default dtype, which another precision
         // may have set in this process (see `crate::tensors`): rebuild them in B's own dtype.
         // The parameter ids are kept: the optimiser's saved state is keyed by them.
-        let own = |p: &Param<Tensor<B, 4>>| Param::initialized(p.id, float_tensor::<B, 4>(to_f64_vec(p.val()), expected, device));
+        let own = |p: &Param<Tensor<B, 4>>| {
+            Param::initialized(p.id, float_tensor::<B, 4>(to_f64_vec(p.val()), expected, device))
+        };
         layer.twiddle_re = own(&layer.twiddle_re);
         layer.twiddle_im = own(&layer.twiddle_im);
         Ok(layer)

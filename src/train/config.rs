@@ -94,14 +94,20 @@ impl TrainConfig {
         if let Some(s) = self.stop_rmse {
             positive("stop_rmse", s)?;
         }
-        for (name, v) in [("checkpoint_every", self.checkpoint_every), ("log_every", self.log_every), ("cg_iters", self.cg_iters)] {
+        for (name, v) in
+            [("checkpoint_every", self.checkpoint_every), ("log_every", self.log_every), ("cg_iters", self.cg_iters)]
+        {
             if v == 0 {
                 return Err(Error::invalid("train", format!("{name} ≥ 1"), v));
             }
         }
         if let Target::Circulant { kernel } = &self.target {
             if kernel.len() != self.n {
-                return Err(Error::invalid("train", format!("a circulant kernel of length n = {}", self.n), kernel.len()));
+                return Err(Error::invalid(
+                    "train",
+                    format!("a circulant kernel of length n = {}", self.n),
+                    kernel.len(),
+                ));
             }
         }
         Ok(log_n)

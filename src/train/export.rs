@@ -45,9 +45,16 @@ pub fn export_safetensors(checkpoint: impl AsRef<Path>, out: impl AsRef<Path>) -
     let (re, im) = layer.twiddles_f64();
     let n = ckpt.config.n;
     let shape = vec![n.trailing_zeros() as usize, n / 2, 2, 2];
-    let (dtype, encode): (Dtype, fn(&[f64]) -> Vec<u8>) = match ckpt.config.precision {
-        Precision::F32 => (Dtype::F32, |v| v.iter().flat_map(|&x| (x as f32).to_le_bytes()).collect()),
-        Precision::F64 => (Dtype::F64, |v| v.iter().flat_map(|&x| x.to_le_bytes()).collect()),
+    let precision = ckpt.config.precision;
+    let encode = |v: &[f64]| -> Vec<u8> {
+        match precision {
+            Precision::F32 => v.iter().flat_map(|&x| (x as f32).to_le_bytes()).collect(),
+            Precision::F64 => v.iter().flat_map(|&x| x.to_le_bytes()).collect(),
+        }
+    };
+    let dtype = match precision {
+        Precision::F32 => Dtype::F32,
+        Precision::F64 => Dtype::F64,
     };
     let (re, im) = (encode(&re), encode(&im));
     let perm: Vec<u8> = layer.permutation().indices(n).into_iter().flat_map(|i| (i as i64).to_le_bytes()).collect();
@@ -66,5 +73,10 @@ pub fn export_safetensors(checkpoint: impl AsRef<Path>, out: impl AsRef<Path>) -
     ]);
     let bytes = safetensors::serialize(tensors, Some(metadata)).map_err(bad)?;
     write_atomic(out.as_ref(), &bytes)?;
-    Ok(ExportSummary { path: out.as_ref().display().to_string(), n, dtype: ckpt.config.precision.to_string(), bytes: bytes.len() })
+    Ok(ExportSummary {
+        path: out.as_ref().display().to_string(),
+        n,
+        dtype: ckpt.config.precision.to_string(),
+        bytes: bytes.len(),
+    })
 }

@@ -24,7 +24,12 @@ use crate::tensors::float_tensor;
 pub const MIN_RELATIVE_PIVOT: f64 = 1e-4;
 
 /// Complex product of `(ar, ai)` and `(br, bi)`.
-fn cmul<B: Backend, const D: usize>(ar: Tensor<B, D>, ai: Tensor<B, D>, br: Tensor<B, D>, bi: Tensor<B, D>) -> (Tensor<B, D>, Tensor<B, D>) {
+fn cmul<B: Backend, const D: usize>(
+    ar: Tensor<B, D>,
+    ai: Tensor<B, D>,
+    br: Tensor<B, D>,
+    bi: Tensor<B, D>,
+) -> (Tensor<B, D>, Tensor<B, D>) {
     (ar.clone() * br.clone() - ai.clone() * bi.clone(), ar * bi + ai * br)
 }
 
@@ -43,7 +48,8 @@ pub fn fix_gauge<B: Backend>(tw_re: Tensor<B, 4>, tw_im: Tensor<B, 4>) -> Option
         let (ar, ai) = (re[s].clone().narrow(2, 0, 1), im[s].clone().narrow(2, 0, 1)); // [half, 2, 1]
         let mag = ar.clone().powi_scalar(2) + ai.clone().powi_scalar(2);
         let (min, mean) = (mag.clone().min().into_scalar(), mag.clone().mean().into_scalar());
-        let (min, mean): (f64, f64) = (burn::tensor::ElementConversion::elem(min), burn::tensor::ElementConversion::elem(mean));
+        let (min, mean): (f64, f64) =
+            (burn::tensor::ElementConversion::elem(min), burn::tensor::ElementConversion::elem(mean));
         if !(min.is_finite() && mean.is_finite() && min > MIN_RELATIVE_PIVOT * MIN_RELATIVE_PIVOT * mean) {
             return None;
         }

@@ -17,7 +17,8 @@ pub struct TensorBoard {
 }
 
 fn guarded<T>(what: &str, f: impl FnOnce() -> T) -> Result<T> {
-    catch_unwind(AssertUnwindSafe(f)).map_err(|_| Error::TensorBoard(format!("{what} failed (I/O error in the event writer)")))
+    catch_unwind(AssertUnwindSafe(f))
+        .map_err(|_| Error::TensorBoard(format!("{what} failed (I/O error in the event writer)")))
 }
 
 impl TensorBoard {

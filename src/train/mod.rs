@@ -24,8 +24,6 @@ pub mod gauge;
 pub mod logging;
 pub mod objective;
 pub mod polish;
-pub mod progress;
-pub mod sweep;
 mod trainer;
 
 pub use checkpoint::{Checkpoint, Phase, TrainState};

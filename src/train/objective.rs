@@ -11,9 +11,9 @@
 
 use burn::tensor::{backend::Backend, ElementConversion, Tensor};
 
-use crate::butterfly::Permutation;
 use crate::error::Result;
 use crate::ops::ButterflyOps;
+use crate::ops::Permutation;
 use crate::reference::{ComplexMatrix, Target};
 use crate::tensors::{eye, float_tensor};
 
@@ -49,12 +49,7 @@ impl<B: Backend> Objective<B> {
         let hi = |v: &[f64]| v.iter().map(|&x| round(x)).collect::<Vec<_>>();
         let lo = |v: &[f64]| v.iter().map(|&x| x - round(x)).collect::<Vec<_>>();
         let t = |v: Vec<f64>| float_tensor::<B, 2>(v, [n, n], device);
-        Objective {
-            n,
-            eye: eye::<B>(n, device),
-            hi: (t(hi(&re)), t(hi(&im))),
-            lo: (t(lo(&re)), t(lo(&im))),
-        }
+        Objective { n, eye: eye::<B>(n, device), hi: (t(hi(&re)), t(hi(&im))), lo: (t(lo(&re)), t(lo(&im))) }
     }
 
     /// Transform size.

@@ -18,8 +18,9 @@ use burn::tensor::{backend::Backend, Tensor};
 
 use super::objective::{scalar, Complex2, Objective};
 use crate::backend::FftBackend;
-use crate::butterfly::{butterfly_stage, permute_input, Permutation};
+use crate::ops::butterfly::reference::{butterfly_stage, permute_input};
 use crate::ops::ButterflyOps;
+use crate::ops::Permutation;
 
 /// Twiddles (or a direction in twiddle space) as `(re, im)`, each `[log2 n, n/2, 2, 2]`.
 #[derive(Clone, Debug)]
@@ -92,7 +93,14 @@ type Inner<B> = <B as burn::tensor::backend::AutodiffBackend>::InnerBackend;
 
 impl<'a, B: FftBackend> Polish<'a, B> {
     /// Starts from `theta`, training only where `mask` is 1.
-    pub fn new(objective: &'a Objective<Inner<B>>, perm: Permutation, theta: Twiddles<Inner<B>>, mask: Tensor<Inner<B>, 4>, log2_lambda: i32, stalled: usize) -> Self {
+    pub fn new(
+        objective: &'a Objective<Inner<B>>,
+        perm: Permutation,
+        theta: Twiddles<Inner<B>>,
+        mask: Tensor<Inner<B>, 4>,
+        log2_lambda: i32,
+        stalled: usize,
+    ) -> Self {
         let loss = scalar(objective.loss(theta.re.clone(), theta.im.clone(), perm));
         Polish { objective, perm, mask, theta, loss, log2_lambda, stalled }
     }
@@ -148,7 +156,8 @@ impl<'a, B: FftBackend> Polish<'a, B> {
         let (yr, yi) = B::butterfly(Tensor::from_inner(xr), Tensor::from_inner(xi), tr.clone(), ti.clone(), self.perm);
         let inner = (yr * Tensor::from_inner(u.0)).sum_dim(1).sum() + (yi * Tensor::from_inner(u.1)).sum_dim(1).sum();
         let grads = inner.backward();
-        let g = |t: &Tensor<B, 4>| t.grad(&grads).map(|g| g * self.mask.clone()).unwrap_or_else(|| self.mask.zeros_like());
+        let g =
+            |t: &Tensor<B, 4>| t.grad(&grads).map(|g| g * self.mask.clone()).unwrap_or_else(|| self.mask.zeros_like());
         Twiddles { re: g(&tr), im: g(&ti) }
     }
 

@@ -16,9 +16,9 @@ use super::logging::TensorBoard;
 use super::objective::{scalar, Objective};
 use super::polish::{Polish, PolishSettings, Twiddles};
 use crate::backend::{dispatch, BackendTask, FftBackend, Selected};
-use crate::butterfly::{exact_fft, Butterfly, ButterflyConfig, ButterflyInit};
 use crate::error::{Error, Result};
 use crate::metrics;
+use crate::nn::{exact_fft, Butterfly, ButterflyConfig, ButterflyInit};
 use crate::reference::Target;
 
 /// The initial log2 of the Levenberg–Marquardt damping.
@@ -133,7 +133,12 @@ impl Trainer {
     }
 
     /// Trains on backend `B` and returns the trained layer with the report.
-    pub fn run_on<B: FftBackend>(&self, device: &B::Device, selected: &Selected, observer: &mut dyn Observer) -> Result<(Butterfly<B>, TrainReport)> {
+    pub fn run_on<B: FftBackend>(
+        &self,
+        device: &B::Device,
+        selected: &Selected,
+        observer: &mut dyn Observer,
+    ) -> Result<(Butterfly<B>, TrainReport)> {
         let cfg = &self.config;
         let n = cfg.n;
         let log_n = cfg.validate()?;
@@ -141,20 +146,26 @@ impl Trainer {
         let inner_objective = Objective::<B::InnerBackend>::new(&cfg.target, n, device)?;
         let new_optim = || AdamConfig::new().with_epsilon(1e-8).init::<B, Butterfly<B>>();
         let fresh = |attempt: usize| -> Result<Butterfly<B>> {
-            ButterflyConfig::new(n).with_init(ButterflyInit::RandomUnitary { seed: cfg.seed + attempt as u64 }).init::<B>(device)
+            ButterflyConfig::new(n)
+                .with_init(ButterflyInit::RandomUnitary { seed: cfg.seed + attempt as u64 })
+                .init::<B>(device)
         };
         // The floor as the device measures it (for progress only; the report uses the f64 metric).
         let floor_device = match cfg.target {
             Target::Dft | Target::Idft => {
                 let exact = exact_fft::<B::InnerBackend>(n, cfg.target == Target::Idft, device)?;
-                Some(scalar(inner_objective.loss(exact.twiddle_re.val(), exact.twiddle_im.val(), exact.permutation())).sqrt())
+                Some(
+                    scalar(inner_objective.loss(exact.twiddle_re.val(), exact.twiddle_im.val(), exact.permutation()))
+                        .sqrt(),
+                )
             }
             _ => None,
         };
 
         let ckpt_path = self.checkpoint_path();
         let (mut layer, mut optim, mut state, resumed_from) = if self.resume {
-            let path = ckpt_path.clone().ok_or_else(|| Error::invalid("train.resume", "a checkpoint directory", "none"))?;
+            let path =
+                ckpt_path.clone().ok_or_else(|| Error::invalid("train.resume", "a checkpoint directory", "none"))?;
             let ckpt = Checkpoint::read(&path)?;
             check_compatible(&ckpt.config, cfg)?;
             let layer = ckpt.layer::<B>(device)?;
@@ -177,11 +188,21 @@ impl Trainer {
             let step = ckpt.state.step;
             (layer, optim, ckpt.state, Some(step))
         } else {
-            let state = TrainState { step: 0, attempt: 0, attempt_step: 0, phase: Phase::Adam, log2_lambda: INITIAL_LOG2_LAMBDA, gauge_fixed: false, stalled: 0, seconds: 0.0 };
+            let state = TrainState {
+                step: 0,
+                attempt: 0,
+                attempt_step: 0,
+                phase: Phase::Adam,
+                log2_lambda: INITIAL_LOG2_LAMBDA,
+                gauge_fixed: false,
+                stalled: 0,
+                seconds: 0.0,
+            };
             (fresh(0)?, new_optim(), state, None)
         };
         if let Some(dir) = &cfg.checkpoint_dir {
-            let json = serde_json::to_vec_pretty(cfg).map_err(|e| Error::invalid("train", "a config that encodes as JSON", e))?;
+            let json = serde_json::to_vec_pretty(cfg)
+                .map_err(|e| Error::invalid("train", "a config that encodes as JSON", e))?;
             checkpoint::write_atomic(&Path::new(dir).join(CONFIG_FILE), &json)?;
         }
         let mut tb = cfg.log_dir.as_ref().map(TensorBoard::open).transpose()?;
@@ -206,7 +227,11 @@ impl Trainer {
             }
             Ok(())
         };
-        let save = |state: &mut TrainState, layer: &Butterfly<B>, optim: Option<Vec<u8>>, last: &mut Option<usize>| -> Result<()> {
+        let save = |state: &mut TrainState,
+                    layer: &Butterfly<B>,
+                    optim: Option<Vec<u8>>,
+                    last: &mut Option<usize>|
+         -> Result<()> {
             if let Some(path) = &ckpt_path {
                 state.seconds = base_seconds + clock.elapsed().as_secs_f64();
                 checkpoint::write(path, cfg, state, layer, optim)?;
@@ -214,7 +239,9 @@ impl Trainer {
             }
             Ok(())
         };
-        let due = |state: &TrainState, last: Option<usize>| ckpt_path.is_some() && state.step % cfg.checkpoint_every == 0 && last != Some(state.step);
+        let due = |state: &TrainState, last: Option<usize>| {
+            ckpt_path.is_some() && state.step.is_multiple_of(cfg.checkpoint_every) && last != Some(state.step)
+        };
 
         // Phase 1: Adam from random weights, with restarts.
         while state.phase == Phase::Adam {
@@ -239,7 +266,16 @@ impl Trainer {
             let lr = cfg.lr_at(state.attempt_step);
             let switching = rmse <= cfg.switch_rmse || rmse <= stop_rmse;
             if state.step % cfg.log_every == 0 || switching {
-                let p = Progress { step: state.step, phase: Phase::Adam, attempt: state.attempt, loss: value, rmse, floor: floor_device, lr: Some(lr), seconds: clock.elapsed().as_secs_f64() };
+                let p = Progress {
+                    step: state.step,
+                    phase: Phase::Adam,
+                    attempt: state.attempt,
+                    loss: value,
+                    rmse,
+                    floor: floor_device,
+                    lr: Some(lr),
+                    seconds: clock.elapsed().as_secs_f64(),
+                };
                 report_progress(p, &mut tb, observer)?;
             }
             if switching {
@@ -268,15 +304,29 @@ impl Trainer {
             };
             loop {
                 let theta = Twiddles { re: layer.twiddle_re.val().inner(), im: layer.twiddle_im.val().inner() };
-                let mask = if state.gauge_fixed { gauge_mask::<B::InnerBackend>(log_n, n / 2, device) } else { theta.re.ones_like() };
-                let mut polish = Polish::<B>::new(&inner_objective, perm, theta, mask, state.log2_lambda, state.stalled);
+                let mask = if state.gauge_fixed {
+                    gauge_mask::<B::InnerBackend>(log_n, n / 2, device)
+                } else {
+                    theta.re.ones_like()
+                };
+                let mut polish =
+                    Polish::<B>::new(&inner_objective, perm, theta, mask, state.log2_lambda, state.stalled);
                 if !polish.loss.is_finite() {
                     return Err(Error::Diverged { what: "loss", value: polish.loss, step: state.step });
                 }
                 loop {
                     let done = polish.done(&settings) || state.attempt_step >= cfg.polish_iters;
                     if state.step % cfg.log_every == 0 || done {
-                        let p = Progress { step: state.step, phase: Phase::Polish, attempt: state.attempt, loss: polish.loss, rmse: polish.loss.sqrt(), floor: floor_device, lr: None, seconds: clock.elapsed().as_secs_f64() };
+                        let p = Progress {
+                            step: state.step,
+                            phase: Phase::Polish,
+                            attempt: state.attempt,
+                            loss: polish.loss,
+                            rmse: polish.loss.sqrt(),
+                            floor: floor_device,
+                            lr: None,
+                            seconds: clock.elapsed().as_secs_f64(),
+                        };
                         report_progress(p, &mut tb, observer)?;
                     }
                     if done {
@@ -353,7 +403,11 @@ fn check_compatible(saved: &TrainConfig, new: &TrainConfig) -> Result<()> {
         return Err(Error::invalid(op, format!("n = {} as in the checkpoint", saved.n), format!("n = {}", new.n)));
     }
     if saved.target != new.target {
-        return Err(Error::invalid(op, format!("target {:?} as in the checkpoint", saved.target), format!("{:?}", new.target)));
+        return Err(Error::invalid(
+            op,
+            format!("target {:?} as in the checkpoint", saved.target),
+            format!("{:?}", new.target),
+        ));
     }
     if saved.precision != new.precision {
         return Err(Error::invalid(op, format!("precision {} as in the checkpoint", saved.precision), new.precision));
@@ -363,4 +417,3 @@ fn check_compatible(saved: &TrainConfig, new: &TrainConfig) -> Result<()> {
     }
     Ok(())
 }
-

@@ -1,7 +1,7 @@
 //! Shared by every test: seeded random data, named tolerances, backends, and the checkers.
 
 use burn::tensor::{backend::Backend, Tensor};
-use learned_fft::tensors::{float_tensor, to_f64_vec};
+use learned_fft::{float_tensor, to_f64_vec};
 use num_complex::Complex64;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -11,6 +11,14 @@ pub use learned_fft::backend::{CandleBackend, NdArrayBackend, WgpuBackend};
 
 /// Every test's RNG seed (offset per use so that draws are independent).
 pub const SEED: u64 = 0x1ea2_6ed0_0ff7;
+
+/// Whether to run the full kernel sweeps (`LEARNED_FFT_FULL_SWEEP=1`): every size with every
+/// batch and option. Without it (CI on lavapipe) the sweeps keep the cases that exercise each
+/// distinct kernel path (every size, one- and two-pass plans, multi-row cubes, both
+/// permutations, every option at a few windows) and drop the slowest repeats.
+pub fn full_sweep() -> bool {
+    std::env::var("LEARNED_FFT_FULL_SWEEP").is_ok_and(|v| v == "1")
+}
 
 /// Sizes 2, 4, …, 4096.
 pub fn sizes_up_to(max: usize) -> impl Iterator<Item = usize> {

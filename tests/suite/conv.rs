@@ -6,10 +6,10 @@ use burn::backend::Autodiff;
 use burn::module::{Module, Param};
 use burn::optim::{AdamConfig, GradientsParams, Optimizer};
 use burn::tensor::Tensor;
-use learned_fft::conv::{ConvOutput, FftConv1d, FftConv1dConfig, FftSource};
-use learned_fft::psd::{top_k_peaks, welch_psd};
-use learned_fft::spectral::Window;
+use learned_fft::nn::psd::{top_k_peaks, welch_psd};
 use learned_fft::ButterflyOps;
+use learned_fft::Window;
+use learned_fft::{ConvOutput, FftConv1d, FftConv1dConfig, FftSource};
 use num_complex::Complex64;
 
 use crate::common::*;
@@ -24,8 +24,11 @@ const CONV_REL_F64: f64 = 1e-12;
 const WELCH_REL_F32: f64 = 1e-5;
 const WELCH_REL_F64: f64 = 1e-12;
 
-/// The explicit sum `y[c, n] = Σ_k h[c, k] · x[c, n − k] + bias[c]`, in f64.
-fn direct(x: &[f64], h: &[f64], bias: &[f64], batch: usize, channels: usize, l: usize, k: usize, output: ConvOutput) -> Vec<f64> {
+/// The explicit sum `y[c, n] = Σ_k h[c, k] · x[c, n − k] + bias[c]`, in f64, for `x` of
+/// `[batch, channels, l]`, taps `h` of `[channels, k]` and one bias per channel.
+fn direct(x: &[f64], h: &[f64], bias: &[f64], l: usize, output: ConvOutput) -> Vec<f64> {
+    let channels = bias.len();
+    let (batch, k) = (x.len() / (channels * l), h.len() / channels);
     let out = if output == ConvOutput::Full { l + k - 1 } else { l };
     let mut y = vec![0.0; batch * channels * out];
     for b in 0..batch {
@@ -50,10 +53,16 @@ fn direct(x: &[f64], h: &[f64], bias: &[f64], batch: usize, channels: usize, l: 
 }
 
 /// A layer with given taps and bias.
-fn layer<B: ButterflyOps>(cfg: &FftConv1dConfig, l: usize, h: &[f64], bias: &[f64], device: &B::Device) -> FftConv1d<B> {
+fn layer<B: ButterflyOps>(
+    cfg: &FftConv1dConfig,
+    l: usize,
+    h: &[f64],
+    bias: &[f64],
+    device: &B::Device,
+) -> FftConv1d<B> {
     let mut layer: FftConv1d<B> = cfg.init(l, device).unwrap();
     layer.weight = Param::from_tensor(tensor2::<B>(h, cfg.channels, cfg.kernel_size, device));
-    layer.bias = Some(Param::from_tensor(learned_fft::tensors::float_tensor::<B, 1>(bias.to_vec(), [cfg.channels], device)));
+    layer.bias = Some(Param::from_tensor(learned_fft::float_tensor::<B, 1>(bias.to_vec(), [cfg.channels], device)));
     layer
 }
 
@@ -75,12 +84,16 @@ fn conv_matches_direct_sum<B: ButterflyOps>(device: &B::Device, _tol: Tol) {
         let bias = round_to_backend::<B>(&normals(900 + case, channels), device);
         let cfg = FftConv1dConfig::new(channels, k).with_output(output);
         let conv = layer::<B>(&cfg, l, &h, &bias, device);
-        let xt = learned_fft::tensors::float_tensor::<B, 1>(x.clone(), [x.len()], device).reshape([batch, channels, l]);
+        let xt = learned_fft::float_tensor::<B, 1>(x.clone(), [x.len()], device).reshape([batch, channels, l]);
         let got = host(conv.forward(xt).unwrap());
-        let want = direct(&x, &h, &bias, batch, channels, l, k, output);
+        let want = direct(&x, &h, &bias, l, output);
         assert_eq!(got.len(), want.len(), "L={l} K={k} {output:?}: output length");
         let err = rel_rms_real(&got, &want);
-        assert!(err <= limit, "L={l} K={k} C={channels} batch={batch} {output:?} (N={}): rel RMS {err:e} > {limit:e}", conv.fft_size());
+        assert!(
+            err <= limit,
+            "L={l} K={k} C={channels} batch={batch} {output:?} (N={}): rel RMS {err:e} > {limit:e}",
+            conv.fft_size()
+        );
     }
 }
 per_backend!(conv_matches_direct_sum);
@@ -101,12 +114,18 @@ fn conv_gradients_match_finite_differences() {
         let cfg = FftConv1dConfig::new(channels, k).with_output(output);
         let loss_of = |x: &[f64], h: &[f64], bias: &[f64]| -> (f64, [Vec<f64>; 3]) {
             let conv = layer::<A>(&cfg, l, h, bias, &device);
-            let xt = learned_fft::tensors::float_tensor::<A, 1>(x.to_vec(), [x.len()], &device).reshape([batch, channels, l]).require_grad();
-            let at = learned_fft::tensors::float_tensor::<A, 1>(a.clone(), [a.len()], &device).reshape([batch, channels, out]);
+            let xt = learned_fft::float_tensor::<A, 1>(x.to_vec(), [x.len()], &device)
+                .reshape([batch, channels, l])
+                .require_grad();
+            let at = learned_fft::float_tensor::<A, 1>(a.clone(), [a.len()], &device).reshape([batch, channels, out]);
             let loss = (conv.forward(xt.clone()).unwrap() * at).sum();
             let value = host(loss.clone())[0];
             let g = loss.backward();
-            let grads = [host(xt.grad(&g).unwrap()), host(conv.weight.grad(&g).unwrap()), host(conv.bias.as_ref().unwrap().grad(&g).unwrap())];
+            let grads = [
+                host(xt.grad(&g).unwrap()),
+                host(conv.weight.grad(&g).unwrap()),
+                host(conv.bias.as_ref().unwrap().grad(&g).unwrap()),
+            ];
             (value, grads)
         };
         let (_, grads) = loss_of(&x, &h, &bias);
@@ -120,7 +139,11 @@ fn conv_gradients_match_finite_differences() {
                     loss_of(&x2, &h2, &b2).0
                 };
                 let fd = (eval(step) - eval(-step)) / (2.0 * step);
-                assert!((g[i] - fd).abs() <= F64.fd_rel * g[i].abs().max(1e-3 * scale), "{output:?} grad {which} entry {i}: {} vs fd {fd}", g[i]);
+                assert!(
+                    (g[i] - fd).abs() <= F64.fd_rel * g[i].abs().max(1e-3 * scale),
+                    "{output:?} grad {which} entry {i}: {} vs fd {fd}",
+                    g[i]
+                );
             }
         }
     }
@@ -140,19 +163,34 @@ fn frozen_fft_case<A: burn::tensor::backend::AutodiffBackend + ButterflyOps>() {
     let device = Default::default();
     let (channels, l, k) = (2, 48, 17); // N = 64: the shipped dft-n64 checkpoint fits.
     let ckpt = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("checkpoints/dft-n64-f32.lfft");
-    for (source, frozen) in [(FftSource::Exact, true), (FftSource::Checkpoint(ckpt), true), (FftSource::Learnable, false)] {
+    for (source, frozen) in
+        [(FftSource::Exact, true), (FftSource::Checkpoint(ckpt), true), (FftSource::Learnable, false)]
+    {
         let cfg = FftConv1dConfig::new(channels, k).with_fft(source.clone());
         let mut conv: FftConv1d<A> = cfg.init(l, &device).unwrap();
         assert_eq!(conv.fft_size(), 64);
-        let bits = |c: &FftConv1d<A>| host(c.fft.twiddle_re.val()).into_iter().chain(host(c.fft.twiddle_im.val())).map(f64::to_bits).collect::<Vec<_>>();
+        let bits = |c: &FftConv1d<A>| {
+            host(c.fft.twiddle_re.val())
+                .into_iter()
+                .chain(host(c.fft.twiddle_im.val()))
+                .map(f64::to_bits)
+                .collect::<Vec<_>>()
+        };
         let (tw0, w0) = (bits(&conv), host(conv.weight.val()));
         let mut optim = AdamConfig::new().init::<A, FftConv1d<A>>();
-        let x = learned_fft::tensors::float_tensor::<A, 1>(normals(5, 3 * channels * l), [3 * channels * l], &device).reshape([3, channels, l]);
-        let y = learned_fft::tensors::float_tensor::<A, 1>(normals(6, 3 * channels * l), [3 * channels * l], &device).reshape([3, channels, l]);
+        let x = learned_fft::float_tensor::<A, 1>(normals(5, 3 * channels * l), [3 * channels * l], &device)
+            .reshape([3, channels, l]);
+        let y = learned_fft::float_tensor::<A, 1>(normals(6, 3 * channels * l), [3 * channels * l], &device)
+            .reshape([3, channels, l]);
         for _ in 0..3 {
             let loss = (conv.forward(x.clone()).unwrap() - y.clone()).powi_scalar(2).mean();
             let grads = loss.backward();
-            assert_eq!(conv.fft.twiddle_re.grad(&grads).is_none(), frozen, "{source:?}: twiddle gradient present = {}", !frozen);
+            assert_eq!(
+                conv.fft.twiddle_re.grad(&grads).is_none(),
+                frozen,
+                "{source:?}: twiddle gradient present = {}",
+                !frozen
+            );
             let grads = GradientsParams::from_grads(grads, &conv);
             conv = optim.step(1e-2, conv, grads);
         }
@@ -165,7 +203,7 @@ fn frozen_fft_case<A: burn::tensor::backend::AutodiffBackend + ButterflyOps>() {
 /// Welch in f64 on the host with rustfft (scipy's density scaling, no detrending).
 fn welch_f64(x: &[f64], segment: usize, overlap: usize, window: Window) -> Vec<f64> {
     let hop = segment - overlap;
-    let frames = learned_fft::spectral::frame_count(x.len(), segment, hop).unwrap();
+    let frames = learned_fft::ops::spectral::frame_count(x.len(), segment, hop).unwrap();
     let w = window.values(segment);
     let norm: f64 = w.iter().map(|v| v * v).sum();
     let fft = rustfft::FftPlanner::<f64>::new().plan_fft_forward(segment);
@@ -184,14 +222,22 @@ fn welch_f64(x: &[f64], segment: usize, overlap: usize, window: Window) -> Vec<f
 
 fn welch_matches_f64<B: ButterflyOps>(device: &B::Device, _tol: Tol) {
     let limit = if is_f64::<B>() { WELCH_REL_F64 } else { WELCH_REL_F32 };
-    for (t, segment, overlap, window, batch) in [(1000, 64, 32, Window::Hann, 3), (777, 128, 0, Window::Hamming, 2), (256, 256, 0, Window::Rectangular, 1), (500, 32, 24, Window::Hann, 2)] {
+    for (t, segment, overlap, window, batch) in [
+        (1000, 64, 32, Window::Hann, 3),
+        (777, 128, 0, Window::Hamming, 2),
+        (256, 256, 0, Window::Rectangular, 1),
+        (500, 32, 24, Window::Hann, 2),
+    ] {
         let x = round_to_backend::<B>(&normals(segment as u64 + t as u64, batch * t), device);
         let got = host(welch_psd(tensor2::<B>(&x, batch, t, device), segment, overlap, window).unwrap());
         let bins = segment / 2 + 1;
         for b in 0..batch {
             let want = welch_f64(&x[b * t..(b + 1) * t], segment, overlap, window);
             let err = rel_rms_real(&got[b * bins..(b + 1) * bins], &want);
-            assert!(err <= limit, "T={t} segment={segment} overlap={overlap} {window:?} row {b}: rel RMS {err:e} > {limit:e}");
+            assert!(
+                err <= limit,
+                "T={t} segment={segment} overlap={overlap} {window:?} row {b}: rel RMS {err:e} > {limit:e}"
+            );
         }
     }
 }
@@ -210,7 +256,8 @@ fn top_k_peaks_find_planted_sinusoids() {
         for (j, &bin) in planted[b].iter().enumerate() {
             let amp = [1.0, 0.7, 0.5][j];
             for n in 0..t {
-                x[b * t + n] += amp * (2.0 * std::f64::consts::PI * bin as f64 * n as f64 / segment as f64 + j as f64).sin();
+                x[b * t + n] +=
+                    amp * (2.0 * std::f64::consts::PI * bin as f64 * n as f64 / segment as f64 + j as f64).sin();
             }
         }
         for n in 0..t {
@@ -232,23 +279,32 @@ fn conv_and_psd_bad_input_give_clear_errors() {
     type Bk = NdArrayBackend<f32>;
     let device = Default::default();
     let msg = |e: learned_fft::Error| e.to_string();
-    let long = msg(FftConv1dConfig::new(1, 40).init::<Bk>(30, &device).err().expect("refused"));
+    let long = msg(FftConv1dConfig::new(1, 40).init::<Bk>(30, &device).expect_err("refused"));
     assert!(long.contains("fft_conv1d.init") && long.contains("40 taps") && long.contains("30"), "{long}");
-    let circ = msg(FftConv1dConfig::new(1, 4).with_output(ConvOutput::Circular).init::<Bk>(30, &device).err().expect("refused"));
+    let circ =
+        msg(FftConv1dConfig::new(1, 4).with_output(ConvOutput::Circular).init::<Bk>(30, &device).expect_err("refused"));
     assert!(circ.contains("power of two") && circ.contains("30"), "{circ}");
     let ckpt = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("checkpoints/dft-n64-f32.lfft");
-    let wrong_n = msg(FftConv1dConfig::new(1, 4).with_fft(FftSource::Checkpoint(ckpt)).init::<Bk>(100, &device).err().expect("refused"));
+    let wrong_n = msg(FftConv1dConfig::new(1, 4)
+        .with_fft(FftSource::Checkpoint(ckpt))
+        .init::<Bk>(100, &device)
+        .expect_err("refused"));
     assert!(wrong_n.contains("N = 128") && wrong_n.contains("N = 64"), "{wrong_n}");
     let conv: FftConv1d<Bk> = FftConv1dConfig::new(2, 4).init(20, &device).unwrap();
-    let channels = msg(conv.forward(Tensor::zeros([1, 3, 20], &device)).err().expect("refused"));
-    assert!(channels.contains("fft_conv1d.forward") && channels.contains("[batch, 2, 20]") && channels.contains("[1, 3, 20]"), "{channels}");
+    let channels = msg(conv.forward(Tensor::zeros([1, 3, 20], &device)).expect_err("refused"));
+    assert!(
+        channels.contains("fft_conv1d.forward")
+            && channels.contains("[batch, 2, 20]")
+            && channels.contains("[1, 3, 20]"),
+        "{channels}"
+    );
     let psd = Tensor::<Bk, 2>::zeros([2, 33], &device);
-    let k = msg(top_k_peaks(psd, 34).err().expect("refused"));
+    let k = msg(top_k_peaks(psd, 34).expect_err("refused"));
     assert!(k.contains("top_k_peaks") && k.contains("bins = 33") && k.contains("34"), "{k}");
-    let short = msg(welch_psd(Tensor::<Bk, 2>::zeros([1, 50], &device), 64, 32, Window::Hann).err().expect("refused"));
+    let short = msg(welch_psd(Tensor::<Bk, 2>::zeros([1, 50], &device), 64, 32, Window::Hann).expect_err("refused"));
     assert!(short.contains("welch_psd") && short.contains("64") && short.contains("50"), "{short}");
-    let seg = msg(welch_psd(Tensor::<Bk, 2>::zeros([1, 50], &device), 12, 4, Window::Hann).err().expect("refused"));
+    let seg = msg(welch_psd(Tensor::<Bk, 2>::zeros([1, 50], &device), 12, 4, Window::Hann).expect_err("refused"));
     assert!(seg.contains("12"), "{seg}");
-    let overlap = msg(welch_psd(Tensor::<Bk, 2>::zeros([1, 100], &device), 32, 32, Window::Hann).err().expect("refused"));
+    let overlap = msg(welch_psd(Tensor::<Bk, 2>::zeros([1, 100], &device), 32, 32, Window::Hann).expect_err("refused"));
     assert!(overlap.contains("overlap") && overlap.contains("32"), "{overlap}");
 }

@@ -30,10 +30,8 @@ fn check_exact_vs_rustfft<B: ButterflyOps>(device: &B::Device, _tol: Tol) {
                 (if inverse { FftNorm::Forward } else { FftNorm::Backward }, 1.0),
                 (FftNorm::Ortho, 1.0 / (n as f64).sqrt()),
             ] {
-                let layer = ButterflyConfig::new(n)
-                    .with_init(ButterflyInit::Fft { inverse, norm })
-                    .init::<B>(device)
-                    .unwrap();
+                let layer =
+                    ButterflyConfig::new(n).with_init(ButterflyInit::Fft { inverse, norm }).init::<B>(device).unwrap();
                 let (yr, yi) = layer
                     .forward(tensor2::<B>(&x_re, BATCH, n, device), tensor2::<B>(&x_im, BATCH, n, device))
                     .unwrap();
@@ -72,9 +70,8 @@ fn unitary_exact_butterfly_f64() {
         let x_re = normals(3 * n as u64, BATCH * n);
         let x_im = normals(5 * n as u64, BATCH * n);
         let layer = ButterflyConfig::new(n).init::<B>(&device).unwrap();
-        let (yr, yi) = layer
-            .forward(tensor2::<B>(&x_re, BATCH, n, &device), tensor2::<B>(&x_im, BATCH, n, &device))
-            .unwrap();
+        let (yr, yi) =
+            layer.forward(tensor2::<B>(&x_re, BATCH, n, &device), tensor2::<B>(&x_im, BATCH, n, &device)).unwrap();
         let mut truth = complex(&x_re, &x_im);
         dft::fft_in_place(&mut truth, n, false, FftNorm::Ortho).unwrap();
         let err = rel_rms(&complex(&host(yr), &host(yi)), &truth);

@@ -3,7 +3,7 @@
 
 use burn::backend::Autodiff;
 use burn::tensor::{backend::Backend, Tensor};
-use learned_fft::butterfly::butterfly_forward_reference;
+use learned_fft::ops::butterfly::butterfly_forward_reference;
 use learned_fft::reference::FftNorm;
 use learned_fft::{ButterflyConfig, ButterflyInit, ButterflyOps, Permutation};
 use num_complex::Complex64;
@@ -13,7 +13,11 @@ use crate::common::*;
 /// Largest N checked coordinate by coordinate: the acceptance range in f64; in f32 the rounding
 /// term of finite differences grows with N (see [`F32`]), so f32 stops at 16.
 fn fd_max_n<B: Backend>() -> usize {
-    if is_f64::<B>() { 64 } else { 16 }
+    if is_f64::<B>() {
+        64
+    } else {
+        16
+    }
 }
 
 /// A gradient-check problem: twiddles, input and the loss
@@ -45,7 +49,7 @@ impl Problem {
 
     fn tw_tensor<B: Backend>(&self, v: &[f64], device: &B::Device) -> Tensor<B, 4> {
         let shape = [self.n.trailing_zeros() as usize, self.n / 2, 2, 2];
-        learned_fft::tensors::float_tensor(v.to_vec(), shape, device)
+        learned_fft::float_tensor(v.to_vec(), shape, device)
     }
 
     /// The loss evaluated in f64 on the host from the backend's forward output.

@@ -17,7 +17,8 @@
 //! - `errors`: bad input gives a clear error.
 //!
 //! wgpu tests skip when no adapter is found, unless `LEARNED_FFT_REQUIRE_WGPU=1`, which makes
-//! them fail instead (CI sets it).
+//! them fail instead (CI sets it). The kernel sweeps run a CI tier by default and every case
+//! with `LEARNED_FFT_FULL_SWEEP=1` (the GPU runs use it).
 
 mod common;
 mod conv;

@@ -4,7 +4,7 @@
 use burn::backend::Autodiff;
 use burn::nn::loss::Reduction;
 use burn::tensor::Tensor;
-use learned_fft::spectral::{Distance, Magnitude, SpectralLoss, SpectralLossConfig, Window};
+use learned_fft::{Distance, Magnitude, SpectralLoss, SpectralLossConfig, Window};
 use num_complex::Complex64;
 
 use crate::common::*;
@@ -27,12 +27,12 @@ fn loss_f64(cfg: &SpectralLossConfig, pred: &[f64], target: &[f64], batch: usize
     let fft = rustfft::FftPlanner::<f64>::new().plan_fft_forward(w);
     let spectrogram = |x: &[f64]| -> Vec<f64> {
         let (x, t) = if cfg.center {
-            let idx = learned_fft::spectral::reflect_indices(t, w / 2);
+            let idx = learned_fft::ops::spectral::reflect_indices(t, w / 2);
             (idx.iter().map(|&i| x[i as usize]).collect::<Vec<_>>(), t + 2 * (w / 2))
         } else {
             (x.to_vec(), t)
         };
-        let frames = learned_fft::spectral::frame_count(t, w, cfg.hop).unwrap();
+        let frames = learned_fft::ops::spectral::frame_count(t, w, cfg.hop).unwrap();
         let mut out = Vec::new();
         for f in 0..frames {
             let mut buf: Vec<Complex64> = (0..w).map(|n| Complex64::new(x[f * cfg.hop + n] * window[n], 0.0)).collect();
@@ -80,18 +80,22 @@ fn matches_f64_stft<B: learned_fft::SpectralOps>(device: &B::Device, _tol: Tol) 
                 for magnitude in MAGNITUDES {
                     for distance in DISTANCES {
                         case += 1;
-                        let center = case % 3 == 0;
+                        let center = case.is_multiple_of(3);
                         let cfg = SpectralLossConfig::new(w, hop)
                             .with_magnitude(magnitude)
                             .with_distance(distance)
                             .with_center(center)
-                            .with_window(if case % 2 == 0 { Window::Hann } else { Window::Hamming })
-                            .with_spectral_convergence(if case % 4 == 0 { 0.5 } else { 0.0 });
+                            .with_window(if case.is_multiple_of(2) { Window::Hann } else { Window::Hamming })
+                            .with_spectral_convergence(if case.is_multiple_of(4) { 0.5 } else { 0.0 });
                         let pred = round_to_backend::<B>(&normals(case, batch * t), device);
                         let target = round_to_backend::<B>(&normals(case + 1000, batch * t), device);
                         let loss: SpectralLoss<B> = cfg.init(device).unwrap();
                         let got = loss
-                            .forward(tensor2::<B>(&pred, batch, t, device), tensor2::<B>(&target, batch, t, device), Reduction::Mean)
+                            .forward(
+                                tensor2::<B>(&pred, batch, t, device),
+                                tensor2::<B>(&target, batch, t, device),
+                                Reduction::Mean,
+                            )
                             .unwrap()
                             .into_scalar();
                         let got: f64 = burn::tensor::ElementConversion::elem(got);
@@ -106,7 +110,13 @@ fn matches_f64_stft<B: learned_fft::SpectralOps>(device: &B::Device, _tol: Tol) 
 per_backend!(matches_f64_stft);
 
 /// Autodiff gradients of the reference loss w.r.t. `pred` and `target` (f64, ndarray).
-pub(crate) fn grads(cfg: &SpectralLossConfig, pred: &[f64], target: &[f64], batch: usize, t: usize) -> (Vec<f64>, Vec<f64>) {
+pub(crate) fn grads(
+    cfg: &SpectralLossConfig,
+    pred: &[f64],
+    target: &[f64],
+    batch: usize,
+    t: usize,
+) -> (Vec<f64>, Vec<f64>) {
     type A = Autodiff<NdArrayBackend<f64>>;
     let device = Default::default();
     let p = tensor2::<A>(pred, batch, t, &device).require_grad();
@@ -120,7 +130,9 @@ fn loss_value(cfg: &SpectralLossConfig, pred: &[f64], target: &[f64], batch: usi
     type Bk = NdArrayBackend<f64>;
     let device = Default::default();
     let loss: SpectralLoss<Bk> = cfg.init(&device).unwrap();
-    let v = loss.forward(tensor2::<Bk>(pred, batch, t, &device), tensor2::<Bk>(target, batch, t, &device), Reduction::Sum).unwrap();
+    let v = loss
+        .forward(tensor2::<Bk>(pred, batch, t, &device), tensor2::<Bk>(target, batch, t, &device), Reduction::Sum)
+        .unwrap();
     burn::tensor::ElementConversion::elem(v.into_scalar())
 }
 
@@ -129,7 +141,11 @@ fn fd(cfg: &SpectralLossConfig, pred: &[f64], target: &[f64], batch: usize, t: u
     let h = FD_STEP;
     let eval = |delta: f64| {
         let (mut p, mut q) = (pred.to_vec(), target.to_vec());
-        if which == 0 { p[i] += delta } else { q[i] += delta }
+        if which == 0 {
+            p[i] += delta
+        } else {
+            q[i] += delta
+        }
         loss_value(cfg, &p, &q, batch, t)
     };
     (eval(h) - eval(-h)) / (2.0 * h)
@@ -156,17 +172,24 @@ fn reference_gradients_match_finite_differences_for_both_inputs() {
         for distance in DISTANCES {
             for sc in [0.0, 0.7] {
                 case += 1;
-                let cfg = SpectralLossConfig::new(w, hop).with_magnitude(magnitude).with_distance(distance).with_spectral_convergence(sc).with_center(case % 2 == 0);
+                let cfg = SpectralLossConfig::new(w, hop)
+                    .with_magnitude(magnitude)
+                    .with_distance(distance)
+                    .with_spectral_convergence(sc)
+                    .with_center(case % 2 == 0);
                 let pred = normals(500 + case, batch * t);
                 let target = normals(600 + case, batch * t);
                 let (gp, gq) = grads(&cfg, &pred, &target, batch, t);
                 let slack = fd_rounding(loss_value(&cfg, &pred, &target, batch, t));
                 for (which, g) in [(0, &gp), (1, &gq)] {
                     let scale = g.iter().fold(0.0f64, |m, v| m.max(v.abs()));
-                    for i in 0..batch * t {
+                    for (i, &gi) in g.iter().enumerate() {
                         let want = fd(&cfg, &pred, &target, batch, t, which, i);
-                        let allowed = FD_REL_F64 * g[i].abs().max(1e-3 * scale) + slack;
-                        assert!((g[i] - want).abs() <= allowed, "{magnitude:?} {distance:?} sc={sc} input {which} sample {i}: autodiff {} vs fd {want}", g[i]);
+                        let allowed = FD_REL_F64 * gi.abs().max(1e-3 * scale) + slack;
+                        assert!(
+                            (gi - want).abs() <= allowed,
+                            "{magnitude:?} {distance:?} sc={sc} input {which} sample {i}: autodiff {gi} vs fd {want}"
+                        );
                     }
                 }
             }
@@ -184,7 +207,7 @@ fn overlapping_frames_accumulate_into_each_sample() {
     let pred = normals(71, t);
     let target = normals(72, t);
     let (g, _) = grads(&cfg, &pred, &target, batch, t);
-    let frames = learned_fft::spectral::frame_count(t, w, hop).unwrap();
+    let frames = learned_fft::ops::spectral::frame_count(t, w, hop).unwrap();
     let covering = |i: usize| (0..frames).filter(|f| f * hop <= i && i < f * hop + w).collect::<Vec<_>>();
     let multi: Vec<usize> = (0..t).filter(|&i| covering(i).len() >= 2).collect();
     assert!(multi.len() > t / 2, "most samples are in ≥ 2 frames");
@@ -193,17 +216,33 @@ fn overlapping_frames_accumulate_into_each_sample() {
     let mut overwrite_far = 0;
     for &i in &multi {
         let want = fd(&cfg, &pred, &target, batch, t, 0, i);
-        assert!((g[i] - want).abs() <= FD_REL_F64 * g[i].abs().max(1e-3 * scale) + slack, "sample {i} (in {} frames): {} vs fd {want}", covering(i).len(), g[i]);
+        assert!(
+            (g[i] - want).abs() <= FD_REL_F64 * g[i].abs().max(1e-3 * scale) + slack,
+            "sample {i} (in {} frames): {} vs fd {want}",
+            covering(i).len(),
+            g[i]
+        );
         // What an overwriting backward would give: the last covering frame alone, i.e. the
         // gradient of the loss restricted to that frame (other frames' samples held fixed).
         let last = *covering(i).last().unwrap();
         let lo = last * hop;
-        let only = grads(&SpectralLossConfig::new(w, w).with_distance(Distance::L2), &pred[lo..lo + w], &target[lo..lo + w], 1, w).0[i - lo];
+        let only = grads(
+            &SpectralLossConfig::new(w, w).with_distance(Distance::L2),
+            &pred[lo..lo + w],
+            &target[lo..lo + w],
+            1,
+            w,
+        )
+        .0[i - lo];
         if (only - want).abs() > 1e-3 * want.abs().max(1e-3 * scale) {
             overwrite_far += 1;
         }
     }
-    assert!(overwrite_far >= multi.len() * 9 / 10, "an overwriting backward would pass at too many samples ({overwrite_far} of {} differ)", multi.len());
+    assert!(
+        overwrite_far >= multi.len() * 9 / 10,
+        "an overwriting backward would pass at too many samples ({overwrite_far} of {} differ)",
+        multi.len()
+    );
 }
 
 #[test]
@@ -212,9 +251,15 @@ fn zero_inputs_give_finite_gradients() {
     let zeros = vec![0.0; batch * t];
     for magnitude in MAGNITUDES {
         for distance in DISTANCES {
-            let cfg = SpectralLossConfig::new(16, 4).with_magnitude(magnitude).with_distance(distance).with_spectral_convergence(1.0);
+            let cfg = SpectralLossConfig::new(16, 4)
+                .with_magnitude(magnitude)
+                .with_distance(distance)
+                .with_spectral_convergence(1.0);
             let (gp, gq) = grads(&cfg, &zeros, &zeros, batch, t);
-            assert!(gp.iter().chain(&gq).all(|v| v.is_finite()), "{magnitude:?} {distance:?}: non-finite gradient at zero");
+            assert!(
+                gp.iter().chain(&gq).all(|v| v.is_finite()),
+                "{magnitude:?} {distance:?}: non-finite gradient at zero"
+            );
         }
     }
 }
@@ -225,7 +270,7 @@ fn bad_input_gives_clear_errors() {
     let device = Default::default();
     let loss: SpectralLoss<Bk> = SpectralLossConfig::new(64, 16).init(&device).unwrap();
     let x = |b: usize, t: usize| Tensor::<Bk, 2>::zeros([b, t], &device);
-    let msg = |r: learned_fft::Result<Tensor<Bk, 1>>| r.err().expect("refused").to_string();
+    let msg = |r: learned_fft::Result<Tensor<Bk, 1>>| r.expect_err("refused").to_string();
     let short = msg(loss.forward(x(2, 50), x(2, 50), Reduction::Mean));
     assert!(short.contains("spectral_loss.forward") && short.contains("W = 64") && short.contains("50"), "{short}");
     let shapes = msg(loss.forward(x(2, 100), x(3, 100), Reduction::Mean));
@@ -239,7 +284,7 @@ fn bad_input_gives_clear_errors() {
         (SpectralLossConfig::new(16, 4).with_eps(0.0), "eps"),
         (SpectralLossConfig::new(16, 4).with_spectral_convergence(-1.0), "spectral_convergence"),
     ] {
-        let err = cfg.init::<Bk>(&device).err().expect("refused").to_string();
+        let err = cfg.init::<Bk>(&device).expect_err("refused").to_string();
         assert!(err.contains("spectral_loss.init") && err.contains(needle), "{err}");
     }
 }
@@ -248,14 +293,25 @@ fn bad_input_gives_clear_errors() {
 fn multi_resolution_sums_its_resolutions() {
     type Bk = NdArrayBackend<f64>;
     let device = Default::default();
-    let defaults = learned_fft::spectral::MultiResolutionSpectralLossConfig::new();
+    let defaults = learned_fft::MultiResolutionSpectralLossConfig::new();
     let wins: Vec<(usize, usize)> = defaults.resolutions.iter().map(|c| (c.win, c.hop)).collect();
     assert_eq!(wins, [(1024, 120), (2048, 240), (512, 50)], "auraloss's defaults");
     let configs = vec![SpectralLossConfig::new(16, 4), SpectralLossConfig::new(32, 8).with_distance(Distance::L2)];
-    let multi = learned_fft::spectral::MultiResolutionSpectralLossConfig::new().with_resolutions(configs.clone()).init::<Bk>(&device).unwrap();
+    let multi = learned_fft::MultiResolutionSpectralLossConfig::new()
+        .with_resolutions(configs.clone())
+        .init::<Bk>(&device)
+        .unwrap();
     let (p, q) = (normals(90, 2 * 100), normals(91, 2 * 100));
-    let total: f64 = burn::tensor::ElementConversion::elem(multi.forward(tensor2::<Bk>(&p, 2, 100, &device), tensor2::<Bk>(&q, 2, 100, &device), Reduction::Mean).unwrap().into_scalar());
+    let total: f64 = burn::tensor::ElementConversion::elem(
+        multi
+            .forward(tensor2::<Bk>(&p, 2, 100, &device), tensor2::<Bk>(&q, 2, 100, &device), Reduction::Mean)
+            .unwrap()
+            .into_scalar(),
+    );
     let parts: f64 = configs.iter().map(|c| loss_f64(c, &p, &q, 2, 100)).sum();
     assert!(rel(total, parts) <= SPECTRAL_REL_F64, "{total} vs {parts}");
-    assert!(learned_fft::spectral::MultiResolutionSpectralLossConfig::new().with_resolutions(vec![]).init::<Bk>(&device).is_err());
+    assert!(learned_fft::MultiResolutionSpectralLossConfig::new()
+        .with_resolutions(vec![])
+        .init::<Bk>(&device)
+        .is_err());
 }

@@ -30,7 +30,9 @@ fn train(config: TrainConfig) -> TrainReport {
 
 fn assert_bar(r: &TrainReport, precision: Precision) {
     match precision {
-        Precision::F64 => assert!(r.rmse <= F64_TRAIN_BAR, "N = {} seed {}: f64 rmse {:.3e} > {F64_TRAIN_BAR:e}", r.n, r.seed, r.rmse),
+        Precision::F64 => {
+            assert!(r.rmse <= F64_TRAIN_BAR, "N = {} seed {}: f64 rmse {:.3e} > {F64_TRAIN_BAR:e}", r.n, r.seed, r.rmse)
+        }
         Precision::F32 => {
             let floor = r.floor.expect("the DFT has a floor");
             assert!(
@@ -49,7 +51,10 @@ fn reaches_bars(backend: BackendKind, precision: Precision, sizes: &[usize]) {
     for &n in sizes {
         for seed in SEEDS {
             let r = train(TrainConfig::new(n).with_backend(backend).with_precision(precision).with_seed(seed));
-            eprintln!("{backend} {precision} N = {n} seed {seed}: rmse {:.3e} floor {:?} steps {} attempts {}", r.rmse, r.floor, r.steps, r.attempts);
+            eprintln!(
+                "{backend} {precision} N = {n} seed {seed}: rmse {:.3e} floor {:?} steps {} attempts {}",
+                r.rmse, r.floor, r.steps, r.attempts
+            );
             assert_bar(&r, precision);
         }
     }
@@ -106,8 +111,17 @@ fn read_scalars(path: &Path) -> Vec<(String, i64, f32)> {
 #[test]
 fn tensorboard_events_hold_the_scalars() {
     let dir = scratch("tensorboard");
-    let r = train(TrainConfig::new(16).with_backend(BackendKind::Candle).with_log_dir(Some(dir.display().to_string())).with_log_every(5));
-    let files: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("events.out.tfevents")).collect();
+    let r = train(
+        TrainConfig::new(16)
+            .with_backend(BackendKind::Candle)
+            .with_log_dir(Some(dir.display().to_string()))
+            .with_log_every(5),
+    );
+    let files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("events.out.tfevents"))
+        .collect();
     assert_eq!(files.len(), 1, "one event file in {dir:?}");
     let scalars = read_scalars(&files[0]);
     for tag in ["loss", "rmse", "floor", "lr"] {
@@ -125,7 +139,10 @@ fn tensorboard_events_hold_the_scalars() {
 
 fn checkpointed(name: &str, n: usize) -> (PathBuf, TrainReport) {
     let dir = scratch(name);
-    let config = TrainConfig::new(n).with_backend(BackendKind::Ndarray).with_checkpoint_dir(Some(dir.display().to_string())).with_checkpoint_every(20);
+    let config = TrainConfig::new(n)
+        .with_backend(BackendKind::Ndarray)
+        .with_checkpoint_dir(Some(dir.display().to_string()))
+        .with_checkpoint_every(20);
     let r = train(config);
     (dir, r)
 }
@@ -148,7 +165,16 @@ fn checkpoints_load_into_a_layer_and_bad_files_are_refused() {
     for (what, data, needle) in [
         ("truncated", bytes[..bytes.len() / 2].to_vec(), "truncated"),
         ("header only", bytes[..10].to_vec(), "truncated"),
-        ("flipped byte", { let mut b = bytes.clone(); let i = b.len() - 7; b[i] ^= 0x40; b }, "checksum"),
+        (
+            "flipped byte",
+            {
+                let mut b = bytes.clone();
+                let i = b.len() - 7;
+                b[i] ^= 0x40;
+                b
+            },
+            "checksum",
+        ),
         ("not a checkpoint", b"{\"n\": 8}".repeat(4), "magic"),
     ] {
         std::fs::write(&bad, &data).unwrap();
@@ -163,15 +189,19 @@ fn checkpoints_load_into_a_layer_and_bad_files_are_refused() {
 #[test]
 fn resume_with_changed_shapes_is_refused() {
     let (dir, _) = checkpointed("reshape", 8);
-    let config = TrainConfig::new(16).with_backend(BackendKind::Ndarray).with_checkpoint_dir(Some(dir.display().to_string()));
-    let err = Trainer::new(config).unwrap().with_resume(true).run(&mut ()).err().expect("resuming N = 8 as N = 16 is refused");
+    let config =
+        TrainConfig::new(16).with_backend(BackendKind::Ndarray).with_checkpoint_dir(Some(dir.display().to_string()));
+    let err =
+        Trainer::new(config).unwrap().with_resume(true).run(&mut ()).expect_err("resuming N = 8 as N = 16 is refused");
     let msg = err.to_string();
     assert!(msg.contains("train.resume") && msg.contains("n = 8") && msg.contains("n = 16"), "{msg}");
     // Resuming without a checkpoint directory, or with an empty one, is refused too.
-    let none = Trainer::new(TrainConfig::new(8).with_backend(BackendKind::Ndarray)).unwrap().with_resume(true).run(&mut ());
+    let none =
+        Trainer::new(TrainConfig::new(8).with_backend(BackendKind::Ndarray)).unwrap().with_resume(true).run(&mut ());
     assert!(none.is_err());
     let empty = scratch("reshape-empty");
-    let config = TrainConfig::new(8).with_backend(BackendKind::Ndarray).with_checkpoint_dir(Some(empty.display().to_string()));
+    let config =
+        TrainConfig::new(8).with_backend(BackendKind::Ndarray).with_checkpoint_dir(Some(empty.display().to_string()));
     assert!(matches!(Trainer::new(config).unwrap().with_resume(true).run(&mut ()), Err(Error::Io { .. })));
 }
 
@@ -182,10 +212,22 @@ fn killed_run_resumes_losing_at_most_one_checkpoint_interval() {
     let dir = scratch("sigkill");
     let every = 25;
     let args = |resume: bool| {
-        let mut a: Vec<String> = ["--backend", "candle", "train", "--n", "32", "--quiet", "--log-every", "1", "--checkpoint-every", &every.to_string(), "--checkpoint-dir"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
+        let mut a: Vec<String> = [
+            "--backend",
+            "candle",
+            "train",
+            "--n",
+            "32",
+            "--quiet",
+            "--log-every",
+            "1",
+            "--checkpoint-every",
+            &every.to_string(),
+            "--checkpoint-dir",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
         a.push(dir.display().to_string());
         if resume {
             a.push("--resume".into());
@@ -193,7 +235,8 @@ fn killed_run_resumes_losing_at_most_one_checkpoint_interval() {
         a
     };
     let exe = env!("CARGO_BIN_EXE_learned-fft");
-    let mut child = Command::new(exe).args(args(false)).stderr(Stdio::piped()).stdout(Stdio::null()).spawn().expect("spawn");
+    let mut child =
+        Command::new(exe).args(args(false)).stderr(Stdio::piped()).stdout(Stdio::null()).spawn().expect("spawn");
     let reader = BufReader::new(child.stderr.take().unwrap());
     let mut last_step = 0usize;
     for line in reader.lines() {
@@ -218,7 +261,10 @@ fn killed_run_resumes_losing_at_most_one_checkpoint_interval() {
     let last = String::from_utf8_lossy(&out.stdout).lines().last().unwrap().to_string();
     let v: serde_json::Value = serde_json::from_str(&last).unwrap();
     let resumed_from = v["train"]["resumed_from"].as_u64().expect("resumed_from") as usize;
-    assert!(resumed_from > 0 && last_step - resumed_from <= every, "killed at step {last_step}, resumed from {resumed_from}");
+    assert!(
+        resumed_from > 0 && last_step - resumed_from <= every,
+        "killed at step {last_step}, resumed from {resumed_from}"
+    );
     let (rmse, floor) = (v["train"]["rmse"].as_f64().unwrap(), v["train"]["floor"].as_f64().unwrap());
     assert!(rmse <= F32_TRAIN_BAR_OVER_FLOOR * floor, "resumed run: rmse {rmse:e}, floor {floor:e}");
 }
@@ -238,7 +284,13 @@ fn export_writes_the_documented_safetensors_layout() {
         t.data().chunks(4).map(|c| f32::from_le_bytes(c.try_into().unwrap()) as f64).collect()
     };
     let (re, im) = (f32s("twiddle_re"), f32s("twiddle_im"));
-    let perm: Vec<usize> = st.tensor("permutation").unwrap().data().chunks(8).map(|c| i64::from_le_bytes(c.try_into().unwrap()) as usize).collect();
+    let perm: Vec<usize> = st
+        .tensor("permutation")
+        .unwrap()
+        .data()
+        .chunks(8)
+        .map(|c| i64::from_le_bytes(c.try_into().unwrap()) as usize)
+        .collect();
     // Rebuild the matrix from the layout as the README describes it, column by column.
     let n = 16;
     let mut m = vec![Complex64::new(0.0, 0.0); n * n];
@@ -263,7 +315,8 @@ fn export_writes_the_documented_safetensors_layout() {
             m[r * n + j] = x[r];
         }
     }
-    let layer = Butterfly::<NdArrayBackend<f64>>::from_checkpoint(dir.join("checkpoint.lfft"), &Default::default()).unwrap();
+    let layer =
+        Butterfly::<NdArrayBackend<f64>>::from_checkpoint(dir.join("checkpoint.lfft"), &Default::default()).unwrap();
     let truth = layer.to_matrix();
     let worst = (0..n * n).map(|i| (m[i] - truth.get(i / n, i % n)).norm()).fold(0.0, f64::max);
     assert!(worst <= 1e-15, "rebuilt matrix differs by {worst:e}");
@@ -277,7 +330,7 @@ fn divergence_stops_with_a_clear_error_and_keeps_the_last_checkpoint() {
         .with_lr(1e30)
         .with_checkpoint_dir(Some(dir.display().to_string()))
         .with_checkpoint_every(1);
-    let err = Trainer::new(config).unwrap().run(&mut ()).err().expect("lr = 1e30 diverges");
+    let err = Trainer::new(config).unwrap().run(&mut ()).expect_err("lr = 1e30 diverges");
     assert!(matches!(err, Error::Diverged { what: "loss", .. }), "{err}");
     let ckpt = Checkpoint::read(dir.join("checkpoint.lfft")).expect("the last good checkpoint is intact");
     let layer = ckpt.layer::<NdArrayBackend<f32>>(&Default::default()).unwrap();
@@ -293,7 +346,7 @@ fn bad_configs_are_refused() {
         (TrainConfig::new(16).with_checkpoint_every(0), "checkpoint_every"),
         (TrainConfig::new(16).with_target(learned_fft::Target::Circulant { kernel: vec![1.0; 8] }), "circulant"),
     ] {
-        let err = Trainer::new(config).err().expect("refused");
+        let err = Trainer::new(config).expect_err("refused");
         assert!(err.to_string().contains(needle), "{err}");
     }
 }
@@ -304,7 +357,8 @@ fn shipped_checkpoints_are_under_the_f32_bar_here_too() {
     // its entry, and be under the floor again when evaluated on this machine's CPU backend.
     use learned_fft::backend::CandleBackend;
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("checkpoints");
-    let manifest: Vec<serde_json::Value> = serde_json::from_slice(&std::fs::read(dir.join("manifest.json")).expect("manifest.json")).unwrap();
+    let manifest: Vec<serde_json::Value> =
+        serde_json::from_slice(&std::fs::read(dir.join("manifest.json")).expect("manifest.json")).unwrap();
     let sizes: Vec<u64> = manifest.iter().map(|e| e["n"].as_u64().unwrap()).collect();
     assert_eq!(sizes, [8, 16, 32, 64, 128, 256, 512, 1024], "one f32 DFT checkpoint per size");
     for entry in &manifest {
@@ -315,7 +369,8 @@ fn shipped_checkpoints_are_under_the_f32_bar_here_too() {
         let device = Default::default();
         let layer = ckpt.layer::<CandleBackend<f32>>(&device).unwrap();
         let rmse = learned_fft::metrics::rmse(&layer, &learned_fft::Target::Dft.matrix(n).unwrap()).unwrap();
-        let floor = learned_fft::metrics::floor::<CandleBackend<f32>>(n, &learned_fft::Target::Dft, &device).unwrap().unwrap();
+        let floor =
+            learned_fft::metrics::floor::<CandleBackend<f32>>(n, &learned_fft::Target::Dft, &device).unwrap().unwrap();
         assert!(rmse <= F32_TRAIN_BAR_OVER_FLOOR * floor, "N = {n}: rmse {rmse:e} > floor {floor:e} on candle");
     }
 }

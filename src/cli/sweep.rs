@@ -1,0 +1,213 @@
+//! The training sweep behind the README's results table and the shipped checkpoints:
+//! N = 8…1024, several seeds, one precision per call (`learned-fft bench train`).
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use learned_fft::backend::{BackendKind, Precision};
+use learned_fft::error::{Error, Result};
+use learned_fft::train::checkpoint::{write_atomic, CHECKPOINT_FILE};
+use learned_fft::train::{TrainConfig, TrainReport, Trainer};
+use learned_fft::Target;
+
+/// The f64 bar: rmse at most this from random init.
+pub const F64_BAR: f64 = 1e-14;
+/// The f32 bar: rmse at most this multiple of the floor.
+pub const F32_BAR_OVER_FLOOR: f64 = 1.0;
+/// Seed spacing between runs (restart r of a run uses its seed + r).
+pub const SEED_STRIDE: u64 = 1000;
+
+/// What to sweep.
+#[derive(Clone, Debug)]
+pub struct Sweep {
+    /// Sizes.
+    pub sizes: Vec<usize>,
+    /// Runs per size (seeds 0, 1000, 2000, …).
+    pub seeds: usize,
+    /// Backend.
+    pub backend: BackendKind,
+    /// Precision.
+    pub precision: Precision,
+    /// Stop each run as soon as it is under the bar (for time-to-bar); otherwise polish until
+    /// the loss stalls.
+    pub to_bar: bool,
+    /// Copy the first seed's checkpoint of each size here and update `manifest.json`.
+    pub ship: Option<PathBuf>,
+    /// Scratch directory for the runs' checkpoints.
+    pub scratch: PathBuf,
+}
+
+/// One size's results.
+#[derive(Clone, Debug, Serialize)]
+pub struct SweepRow {
+    /// Size.
+    pub n: usize,
+    /// Precision.
+    pub precision: Precision,
+    /// The bar's rmse at this size (1e-14 in f64, the floor in f32).
+    pub bar: f64,
+    /// The floor.
+    pub floor: Option<f64>,
+    /// Runs.
+    pub runs: usize,
+    /// Runs under the bar.
+    pub reached: usize,
+    /// Median and worst rmse.
+    pub rmse_median: f64,
+    /// Worst rmse.
+    pub rmse_max: f64,
+    /// Median steps.
+    pub steps_median: usize,
+    /// Median seconds.
+    pub seconds_median: f64,
+    /// Slowest run's seconds.
+    pub seconds_max: f64,
+    /// Attempts used, summed over runs.
+    pub attempts: usize,
+}
+
+/// One entry of `checkpoints/manifest.json`.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct ManifestEntry {
+    /// File name in the checkpoint directory.
+    pub file: String,
+    /// Size.
+    pub n: usize,
+    /// Target name.
+    pub target: String,
+    /// Precision trained in.
+    pub precision: Precision,
+    /// rmse against the f64 target, on the training backend.
+    pub rmse: f64,
+    /// The floor there.
+    pub floor: Option<f64>,
+    /// Seed of the attempt that produced it.
+    pub seed: u64,
+    /// Steps.
+    pub steps: usize,
+    /// Seconds of training.
+    pub seconds: f64,
+    /// Backend.
+    pub backend: String,
+    /// Device.
+    pub device: String,
+}
+
+fn median<T: Copy + PartialOrd>(mut v: Vec<T>) -> T {
+    v.sort_by(|a, b| a.partial_cmp(b).expect("finite"));
+    v[v.len() / 2]
+}
+
+impl Sweep {
+    /// Runs the sweep; `each` sees every run's report as it finishes.
+    pub fn run(
+        &self,
+        observer: &mut dyn learned_fft::train::Observer,
+        mut each: impl FnMut(&TrainReport),
+    ) -> Result<Vec<SweepRow>> {
+        if self.seeds == 0 || self.sizes.is_empty() {
+            return Err(Error::invalid(
+                "bench train",
+                "at least one size and one seed",
+                format!("{} sizes, {} seeds", self.sizes.len(), self.seeds),
+            ));
+        }
+        let mut rows = Vec::new();
+        for &n in &self.sizes {
+            let floor = {
+                // The floor on this backend, for the f32 bar and for stopping at it.
+                let probe = TrainConfig::new(n).with_backend(self.backend).with_precision(self.precision);
+                probe.validate()?;
+                floor_on(&probe)?
+            };
+            let bar = match self.precision {
+                Precision::F64 => F64_BAR,
+                Precision::F32 => F32_BAR_OVER_FLOOR * floor,
+            };
+            let mut reports = Vec::new();
+            for i in 0..self.seeds {
+                let dir = self.scratch.join(format!("n{n}-{}-{i}", self.precision));
+                let mut config = TrainConfig::new(n)
+                    .with_backend(self.backend)
+                    .with_precision(self.precision)
+                    .with_seed(i as u64 * SEED_STRIDE)
+                    .with_checkpoint_dir(Some(dir.display().to_string()))
+                    .with_checkpoint_every(1_000_000);
+                if self.to_bar {
+                    // 0.95: the device's rmse and the f64 metric agree to ~1e-3, not exactly.
+                    config.stop_rmse = Some(0.95 * bar);
+                }
+                let report = Trainer::new(config)?.run(observer)?;
+                each(&report);
+                if i == 0 {
+                    if let Some(ship) = &self.ship {
+                        ship_checkpoint(ship, &dir.join(CHECKPOINT_FILE), &report)?;
+                    }
+                }
+                reports.push(report);
+            }
+            let rmses: Vec<f64> = reports.iter().map(|r| r.rmse).collect();
+            let secs: Vec<f64> = reports.iter().map(|r| r.seconds).collect();
+            rows.push(SweepRow {
+                n,
+                precision: self.precision,
+                bar,
+                floor: Some(floor),
+                runs: reports.len(),
+                reached: rmses.iter().filter(|&&r| r <= bar).count(),
+                rmse_median: median(rmses.clone()),
+                rmse_max: rmses.iter().cloned().fold(0.0, f64::max),
+                steps_median: median(reports.iter().map(|r| r.steps).collect()),
+                seconds_median: median(secs.clone()),
+                seconds_max: secs.iter().cloned().fold(0.0, f64::max),
+                attempts: reports.iter().map(|r| r.attempts).sum(),
+            });
+        }
+        Ok(rows)
+    }
+}
+
+fn floor_on(config: &TrainConfig) -> Result<f64> {
+    use learned_fft::backend::{dispatch, BackendTask, FftBackend, Selected};
+    struct Floor(usize);
+    impl BackendTask for Floor {
+        type Output = f64;
+        fn run<B: FftBackend>(self, device: B::Device, _: &Selected) -> Result<f64> {
+            Ok(learned_fft::metrics::floor::<B::InnerBackend>(self.0, &Target::Dft, &device)?
+                .expect("the DFT has a floor"))
+        }
+    }
+    dispatch(config.backend, config.precision, Floor(config.n))
+}
+
+/// Copies a run's checkpoint into `dir` as `dft-n{N}-{precision}.lfft` and records it in
+/// `dir/manifest.json` (replacing an entry for the same file), both written atomically.
+fn ship_checkpoint(dir: &Path, checkpoint: &Path, r: &TrainReport) -> Result<()> {
+    let file = format!("{}-n{}-{}.lfft", r.target.name(), r.n, r.backend.precision);
+    let bytes = std::fs::read(checkpoint).map_err(|e| Error::io("bench train", checkpoint, e))?;
+    write_atomic(&dir.join(&file), &bytes)?;
+    let manifest_path = dir.join("manifest.json");
+    let mut entries: Vec<ManifestEntry> = match std::fs::read(&manifest_path) {
+        Ok(b) => serde_json::from_slice(&b).map_err(|e| Error::invalid("bench train", "a valid manifest.json", e))?,
+        Err(_) => Vec::new(),
+    };
+    entries.retain(|e| e.file != file);
+    entries.push(ManifestEntry {
+        file,
+        n: r.n,
+        target: r.target.name().to_string(),
+        precision: r.backend.precision,
+        rmse: r.rmse,
+        floor: r.floor,
+        seed: r.seed,
+        steps: r.steps,
+        seconds: r.seconds,
+        backend: r.backend.kind.to_string(),
+        device: r.backend.device.clone(),
+    });
+    entries.sort_by_key(|e| (e.precision.to_string(), e.n));
+    let json =
+        serde_json::to_vec_pretty(&entries).map_err(|e| Error::invalid("bench train", "a manifest that encodes", e))?;
+    write_atomic(&manifest_path, &json)
+}

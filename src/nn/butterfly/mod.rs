@@ -1,0 +1,189 @@
+//! The butterfly layer: a learnable product of log2(N) sparse factors that can represent the FFT.
+//!
+//! See [`Butterfly`] for the layout and [`ButterflyConfig`] for construction.
+
+mod init;
+
+pub use init::ButterflyInit;
+
+use burn::config::Config;
+use burn::module::{Module, Param};
+use burn::tensor::{backend::Backend, Tensor};
+
+use crate::error::{check_power_of_two, Error, Result};
+use crate::ops::butterfly::{butterfly_forward_reference, ButterflyOps, Permutation};
+use crate::reference::{self as truth, ComplexMatrix, FftNorm};
+use crate::tensors::{eye, float_tensor, to_f64_vec};
+
+/// Configuration of a [`Butterfly`].
+#[derive(Config, Debug)]
+pub struct ButterflyConfig {
+    /// Transform size N: a power of two, at least 2.
+    pub n: usize,
+    /// How the twiddles start (default: the exact unitary forward FFT).
+    #[config(default = "ButterflyInit::Fft { inverse: false, norm: FftNorm::Ortho }")]
+    pub init: ButterflyInit,
+    /// Permutation applied to the input before the first factor (default: bit reversal).
+    #[config(default = "Permutation::BitReversal")]
+    pub permutation: Permutation,
+}
+
+impl ButterflyConfig {
+    /// Builds the layer on `device`, after checking the configuration.
+    pub fn init<B: Backend>(&self, device: &B::Device) -> Result<Butterfly<B>> {
+        let log_n = self.assertions()?;
+        let (re, im) = self.init.twiddles(self.n);
+        let shape = [log_n, self.n / 2, 2, 2];
+        let param = |v: Vec<f64>| Param::from_tensor(float_tensor::<B, 4>(v, shape, device));
+        Ok(Butterfly { twiddle_re: param(re), twiddle_im: param(im), n: self.n, permutation: self.permutation })
+    }
+
+    fn assertions(&self) -> Result<usize> {
+        let log_n = check_power_of_two("butterfly.init", self.n)?;
+        if let ButterflyInit::Randn { scale, .. } = self.init {
+            if !(scale.is_finite() && scale > 0.0) {
+                return Err(Error::invalid("butterfly.init", "Randn scale finite and > 0", scale));
+            }
+        }
+        Ok(log_n)
+    }
+}
+
+/// A butterfly layer: `y = B_{L−1} ⋯ B_1 B_0 P x` for N = 2^L, where P is a fixed permutation
+/// and each factor B_s holds N/2 independent complex 2×2 blocks pairing the indices that are
+/// `2^s` apart (increasing stride, decimation in time).
+///
+/// Twiddles are two real parameter tensors, `twiddle_re` and `twiddle_im`, each
+/// `[log2 N, N/2, 2, 2]`: entry `[s, k, a, b]` is row a, column b of block k of stage s. Block k
+/// of stage s acts on indices `i0 = 2^{s+1}·⌊k / 2^s⌋ + (k mod 2^s)` and `i1 = i0 + 2^s`. The
+/// exact definition is [`crate::reference::butterfly`].
+///
+/// With [`ButterflyInit::Fft`] and [`Permutation::BitReversal`] the layer is the FFT.
+#[derive(Module, Debug)]
+pub struct Butterfly<B: Backend> {
+    /// Real parts of the twiddles, `[log2 N, N/2, 2, 2]`.
+    pub twiddle_re: Param<Tensor<B, 4>>,
+    /// Imaginary parts of the twiddles, `[log2 N, N/2, 2, 2]`.
+    pub twiddle_im: Param<Tensor<B, 4>>,
+    #[module(skip)]
+    n: usize,
+    #[module(skip)]
+    permutation: Permutation,
+}
+
+impl<B: Backend> Butterfly<B> {
+    /// Transform size N.
+    pub fn n(&self) -> usize {
+        self.n
+    }
+
+    /// log2 N, the number of factors.
+    pub fn log_n(&self) -> usize {
+        self.n.trailing_zeros() as usize
+    }
+
+    /// The input permutation.
+    pub fn permutation(&self) -> Permutation {
+        self.permutation
+    }
+
+    /// The twiddles as f64 `(re, im)`, each `[log2 N, N/2, 2, 2]` row-major.
+    pub fn twiddles_f64(&self) -> (Vec<f64>, Vec<f64>) {
+        (to_f64_vec(self.twiddle_re.val()), to_f64_vec(self.twiddle_im.val()))
+    }
+
+    /// The dense N×N matrix the layer represents, computed in f64 on the CPU from its twiddles.
+    pub fn to_matrix(&self) -> ComplexMatrix {
+        let (re, im) = self.twiddles_f64();
+        truth::butterfly::matrix(&re, &im, self.n, &self.permutation.indices(self.n))
+            .expect("the layer's twiddles have the shape of its n by construction")
+    }
+
+    /// [`forward`](Self::forward) through the tensor-op reference on any backend, whatever
+    /// kernels the backend has; the gradient comes from Burn's autodiff. Same shapes and errors.
+    pub fn forward_reference<const D: usize>(
+        &self,
+        re: Tensor<B, D>,
+        im: Tensor<B, D>,
+    ) -> Result<(Tensor<B, D>, Tensor<B, D>)> {
+        self.apply(re, im, butterfly_forward_reference)
+    }
+
+    fn apply<const D: usize>(
+        &self,
+        re: Tensor<B, D>,
+        im: Tensor<B, D>,
+        op: impl FnOnce(Tensor<B, 2>, Tensor<B, 2>, Tensor<B, 4>, Tensor<B, 4>, Permutation) -> (Tensor<B, 2>, Tensor<B, 2>),
+    ) -> Result<(Tensor<B, D>, Tensor<B, D>)> {
+        let dims = re.dims();
+        if dims != im.dims() {
+            return Err(Error::invalid(
+                "butterfly.forward",
+                format!("re and im of the same shape (re is {dims:?})"),
+                format!("im of shape {:?}", im.dims()),
+            ));
+        }
+        let last = dims.last().copied().unwrap_or(0);
+        if D == 0 || last != self.n {
+            return Err(Error::invalid(
+                "butterfly.forward",
+                format!("last dimension n = {}", self.n),
+                format!("shape {dims:?}"),
+            ));
+        }
+        let batch = dims[..D - 1].iter().product::<usize>();
+        let (yr, yi) = op(
+            re.reshape([batch, self.n]),
+            im.reshape([batch, self.n]),
+            self.twiddle_re.val(),
+            self.twiddle_im.val(),
+            self.permutation,
+        );
+        Ok((yr.reshape(dims), yi.reshape(dims)))
+    }
+}
+
+impl<B: ButterflyOps> Butterfly<B> {
+    /// Applies the butterfly to complex vectors along the last dimension.
+    ///
+    /// On wgpu and CUDA this runs the fused kernels (forward and backward), elsewhere the
+    /// tensor-op reference; see [`ButterflyOps`].
+    ///
+    /// # Shapes
+    /// - `re`, `im`: `[..., N]`, the same shape
+    /// - returns `(re, im)`, each `[..., N]`
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] when the shapes differ or the last dimension is not N.
+    pub fn forward<const D: usize>(&self, re: Tensor<B, D>, im: Tensor<B, D>) -> Result<(Tensor<B, D>, Tensor<B, D>)> {
+        self.apply(re, im, B::butterfly)
+    }
+
+    /// Applies the butterfly to real vectors (imaginary part zero).
+    ///
+    /// # Shapes
+    /// - `x`: `[..., N]`
+    /// - returns `(re, im)`, each `[..., N]`
+    pub fn forward_real<const D: usize>(&self, x: Tensor<B, D>) -> Result<(Tensor<B, D>, Tensor<B, D>)> {
+        let im = x.zeros_like();
+        self.forward(x, im)
+    }
+
+    /// The dense N×N matrix as the layer computes it: its forward applied to the identity on
+    /// its own backend and dtype, then read back as f64. Unlike [`to_matrix`](Self::to_matrix)
+    /// this includes the rounding of the backend's arithmetic.
+    pub fn matrix_on_backend(&self) -> ComplexMatrix {
+        let n = self.n;
+        let device = self.twiddle_re.device();
+        let eye = eye::<B>(n, &device);
+        let (yr, yi) = self.forward(eye.clone(), eye.zeros_like()).expect("shapes are n×n by construction");
+        // Row j of the output is M e_j, i.e. column j of M.
+        let (yr, yi) = (to_f64_vec(yr), to_f64_vec(yi));
+        ComplexMatrix::from_fn(n, |r, c| num_complex::Complex64::new(yr[c * n + r], yi[c * n + r]))
+    }
+}
+
+/// The exact unitary FFT butterfly of size n (shorthand for the default config).
+pub fn exact_fft<B: ButterflyOps>(n: usize, inverse: bool, device: &B::Device) -> Result<Butterfly<B>> {
+    ButterflyConfig::new(n).with_init(ButterflyInit::Fft { inverse, norm: FftNorm::Ortho }).init(device)
+}

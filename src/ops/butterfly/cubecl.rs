@@ -1,0 +1,34 @@
+//! CubeCL backends (wgpu, CUDA) without autodiff: the fused forward kernel.
+
+use burn::tensor::{Tensor, TensorPrimitive};
+use burn_cubecl::{element::BoolElement, CubeBackend, CubeRuntime, FloatElement, IntElement};
+
+use super::{butterfly_forward_reference, kernel, ButterflyOps, Permutation};
+use crate::ops::cubecl::split_packed;
+
+impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> ButterflyOps for CubeBackend<R, F, I, BT> {
+    fn butterfly(
+        x_re: Tensor<Self, 2>,
+        x_im: Tensor<Self, 2>,
+        tw_re: Tensor<Self, 4>,
+        tw_im: Tensor<Self, 4>,
+        perm: Permutation,
+    ) -> (Tensor<Self, 2>, Tensor<Self, 2>) {
+        let [batch, n] = x_re.dims();
+        if !Self::butterfly_is_fused(n, &x_re.device()) {
+            return butterfly_forward_reference(x_re, x_im, tw_re, tw_im, perm);
+        }
+        let packed = kernel::forward::<R, F>(
+            x_re.into_primitive().tensor(),
+            x_im.into_primitive().tensor(),
+            tw_re.into_primitive().tensor(),
+            tw_im.into_primitive().tensor(),
+            perm,
+        );
+        split_packed(Tensor::<Self, 3>::from_primitive(TensorPrimitive::Float(packed)), batch, n)
+    }
+
+    fn butterfly_is_fused(n: usize, device: &Self::Device) -> bool {
+        kernel::fused_supported::<R, F>(n, device)
+    }
+}

@@ -1,0 +1,410 @@
+//! Fused butterfly backward: the kernel, the deterministic partial-sum reduction, and the launch
+//! wrapper.
+//!
+//! For a stage `y0 = t00·x0 + t01·x1`, `y1 = t10·x0 + t11·x1` and a real loss, with gradients
+//! written as complex numbers `g = ∂L/∂re + i·∂L/∂im`:
+//! `g_x0 = conj(t00)·g_y0 + conj(t10)·g_y1`, `g_x1 = conj(t01)·g_y0 + conj(t11)·g_y1`, and
+//! `g_tab = g_ya · conj(x_b)` summed over the batch.
+
+use burn_cubecl::{kernel::into_contiguous, tensor::CubeTensor, CubeRuntime, FloatElement};
+
+use crate::ops::cubecl::empty;
+use cubecl::{prelude::*, CubeCount, CubeDim};
+
+use super::forward::{launch_pass, line_element, permuted, slot_of, twiddle_of};
+use super::{device_backward_passes, Pass, MAX_PARTIAL_BYTES};
+use crate::ops::butterfly::Permutation;
+use crate::ops::cubecl::grid;
+
+/// Cubes of the backward launch, at most: each loops over its share of the lines.
+const MAX_BACKWARD_CUBES: usize = 1024;
+
+/// Where a (cube, line slot)'s partial twiddle gradient goes. Every line slot of a cube sees
+/// lines of one residue `g` (mod lines per row `G`) only (the cube count is a multiple of
+/// `G / rows`), so its partial covers that residue's twiddles; partials are laid out
+/// `[G, per_g, 2, local entries]` and `(g, m)` is returned, `m` numbering the slots of residue
+/// `g`.
+#[cube]
+fn partial_slot(cube: usize, l: usize, #[comptime] lines_per_row: usize, #[comptime] rows: usize) -> (usize, usize) {
+    let cube_groups = comptime![if lines_per_row > rows { lines_per_row / rows } else { 1 }];
+    let line_groups = comptime![if rows > lines_per_row { rows / lines_per_row } else { 1 }];
+    let g = ((cube % cube_groups) * rows + l) % lines_per_row;
+    let m = (cube / cube_groups) * line_groups + l / lines_per_row;
+    (g, m)
+}
+
+/// Each cube loops over line chunks `c, c + cubes, …`; each thread loads its twiddle blocks once,
+/// before the loop (they are the same for every chunk). Per chunk: load x (permuted on the first
+/// pass), run the pass's forward stages keeping every stage's input in shared memory, load
+/// the output gradient, run the stages backwards accumulating the twiddle gradient in
+/// registers, and store the input gradient (un-permuted). At the end each (cube, line slot)
+/// writes its partial twiddle gradient.
+#[cube(launch_unchecked)]
+pub(crate) fn butterfly_backward_kernel<F: Float>(
+    grad_out: &Tensor<F>,
+    x_re: &Tensor<F>,
+    x_im: &Tensor<F>,
+    tw_re: &Tensor<F>,
+    tw_im: &Tensor<F>,
+    grad_x: &mut Tensor<F>,
+    partials: &mut Tensor<F>,
+    batch: u32,
+    im_offset: u32,
+    cubes: u32,
+    #[comptime] log_n: usize,
+    #[comptime] stage0: usize,
+    #[comptime] log_local: usize,
+    #[comptime] rows: usize,
+    #[comptime] threads: usize,
+    #[comptime] bit_reverse: bool,
+) {
+    let n = comptime![1usize << log_n];
+    let local = comptime![1usize << log_local];
+    let half = comptime![local / 2];
+    let half_n = comptime![n / 2];
+    let lines_per_row = comptime![1usize << (log_n - log_local)];
+    let strided = comptime![stage0 > 0];
+    let per_thread = comptime![rows * half / threads];
+    let mut s_re = SharedMemory::<F>::new(comptime![rows * local]);
+    let mut s_im = SharedMemory::<F>::new(comptime![rows * local]);
+    // Every stage's input, written and read back by the thread that owns the butterfly (no
+    // barrier needed for it), and the twiddle-gradient accumulators (8 per block) in registers.
+    let lines_len = comptime![rows * local];
+    let mut h_re = SharedMemory::<F>::new(comptime![log_local * rows * local]);
+    let mut h_im = SharedMemory::<F>::new(comptime![log_local * rows * local]);
+    let mut acc = Array::<F>::new(comptime![log_local * per_thread * 8]);
+    #[unroll]
+    for a in 0..comptime![log_local * per_thread * 8] {
+        acc[a] = F::new(0.0);
+    }
+    let batch = batch as usize;
+    let im_offset = im_offset as usize;
+    let cubes = cubes as usize;
+    let cube = CUBE_POS;
+    if cube >= cubes {
+        terminate!();
+    }
+    let t = UNIT_POS_X as usize;
+    // A cube's lines keep their residues mod lines-per-row from chunk to chunk (the cube count
+    // is a multiple of the cube groups), so each thread's twiddle blocks are the same for every
+    // chunk: load them once, into registers, layout (re, im) × [t00, t01, t10, t11].
+    let mut tw = Array::<F>::new(comptime![log_local * per_thread * 8]);
+    #[unroll]
+    for s in 0..log_local {
+        #[unroll]
+        for p in 0..per_thread {
+            let b = t + p * threads;
+            let w =
+                ((stage0 + s) * half_n + twiddle_of(cube * rows + b / half, b % half, log_n, stage0, log_local)) * 4;
+            let a = (s * per_thread + p) * 8;
+            #[unroll]
+            for j in 0..4usize {
+                tw[a + 2 * j] = tw_re[w + j];
+                tw[a + 2 * j + 1] = tw_im[w + j];
+            }
+        }
+    }
+    let plane = batch * n;
+    let chunks = (batch * lines_per_row).div_ceil(rows);
+
+    let mut chunk = cube;
+    while chunk < chunks {
+        let first_line = chunk * rows;
+        #[unroll]
+        for q in 0..comptime![2 * per_thread] {
+            let (l, j) = slot_of(t + q * threads, log_local, rows, strided);
+            let (row, i) = line_element(first_line + l, j, log_n, stage0, log_local);
+            let src = row * n + permuted(i, log_n, bit_reverse);
+            let mut vr = F::new(0.0);
+            let mut vi = F::new(0.0);
+            if row < batch {
+                vr = x_re[src];
+                vi = x_im[im_offset + src];
+            }
+            s_re[l * local + j] = vr;
+            s_im[l * local + j] = vi;
+        }
+        sync_cube();
+
+        #[unroll]
+        for s in 0..log_local {
+            let st = 1usize << s;
+            #[unroll]
+            for p in 0..per_thread {
+                let b = t + p * threads;
+                let k = b % half;
+                let l = b / half;
+                let i0 = l * local + ((k >> s) << (s + 1)) + (k & (st - 1));
+                let i1 = i0 + st;
+                let w = (s * per_thread + p) * 8;
+                let (ar, ai, br, bi) = (s_re[i0], s_im[i0], s_re[i1], s_im[i1]);
+                let h = s * lines_len;
+                h_re[h + i0] = ar;
+                h_im[h + i0] = ai;
+                h_re[h + i1] = br;
+                h_im[h + i1] = bi;
+                let (t00r, t00i, t01r, t01i) = (tw[w], tw[w + 1], tw[w + 2], tw[w + 3]);
+                let (t10r, t10i, t11r, t11i) = (tw[w + 4], tw[w + 5], tw[w + 6], tw[w + 7]);
+                s_re[i0] = t00r * ar - t00i * ai + t01r * br - t01i * bi;
+                s_im[i0] = t00r * ai + t00i * ar + t01r * bi + t01i * br;
+                s_re[i1] = t10r * ar - t10i * ai + t11r * br - t11i * bi;
+                s_im[i1] = t10r * ai + t10i * ar + t11r * bi + t11i * br;
+            }
+            sync_cube();
+        }
+
+        #[unroll]
+        for q in 0..comptime![2 * per_thread] {
+            let (l, j) = slot_of(t + q * threads, log_local, rows, strided);
+            let (row, i) = line_element(first_line + l, j, log_n, stage0, log_local);
+            let mut gr = F::new(0.0);
+            let mut gi = F::new(0.0);
+            if row < batch {
+                gr = grad_out[row * n + i];
+                gi = grad_out[plane + row * n + i];
+            }
+            s_re[l * local + j] = gr;
+            s_im[l * local + j] = gi;
+        }
+        sync_cube();
+
+        #[unroll]
+        for r in 0..log_local {
+            let s = log_local - 1 - r;
+            let st = 1usize << s;
+            #[unroll]
+            for p in 0..per_thread {
+                let b = t + p * threads;
+                let k = b % half;
+                let l = b / half;
+                let i0 = l * local + ((k >> s) << (s + 1)) + (k & (st - 1));
+                let i1 = i0 + st;
+                let w = (s * per_thread + p) * 8;
+                let (g0r, g0i, g1r, g1i) = (s_re[i0], s_im[i0], s_re[i1], s_im[i1]);
+                let h = s * lines_len;
+                let (ar, ai, br, bi) = (h_re[h + i0], h_im[h + i0], h_re[h + i1], h_im[h + i1]);
+                // g_tab += g_ya · conj(x_b); layout (re, im) × [t00, t01, t10, t11].
+                let a = (s * per_thread + p) * 8;
+                acc[a] += g0r * ar + g0i * ai;
+                acc[a + 1] += g0i * ar - g0r * ai;
+                acc[a + 2] += g0r * br + g0i * bi;
+                acc[a + 3] += g0i * br - g0r * bi;
+                acc[a + 4] += g1r * ar + g1i * ai;
+                acc[a + 5] += g1i * ar - g1r * ai;
+                acc[a + 6] += g1r * br + g1i * bi;
+                acc[a + 7] += g1i * br - g1r * bi;
+                let (t00r, t00i, t01r, t01i) = (tw[w], tw[w + 1], tw[w + 2], tw[w + 3]);
+                let (t10r, t10i, t11r, t11i) = (tw[w + 4], tw[w + 5], tw[w + 6], tw[w + 7]);
+                // g_x0 = conj(t00)·g0 + conj(t10)·g1, g_x1 = conj(t01)·g0 + conj(t11)·g1.
+                s_re[i0] = t00r * g0r + t00i * g0i + t10r * g1r + t10i * g1i;
+                s_im[i0] = t00r * g0i - t00i * g0r + t10r * g1i - t10i * g1r;
+                s_re[i1] = t01r * g0r + t01i * g0i + t11r * g1r + t11i * g1i;
+                s_im[i1] = t01r * g0i - t01i * g0r + t11r * g1i - t11i * g1r;
+            }
+            sync_cube();
+        }
+
+        // Position i of the permuted vector came from x[perm(i)]: its gradient goes back there.
+        #[unroll]
+        for q in 0..comptime![2 * per_thread] {
+            let (l, j) = slot_of(t + q * threads, log_local, rows, strided);
+            let (row, i) = line_element(first_line + l, j, log_n, stage0, log_local);
+            if row < batch {
+                let dst = row * n + permuted(i, log_n, bit_reverse);
+                grad_x[dst] = s_re[l * local + j];
+                grad_x[plane + dst] = s_im[l * local + j];
+            }
+        }
+        sync_cube();
+        chunk += cubes;
+    }
+
+    // partials: [lines_per_row, per_g, 2, entries]
+    let entries = comptime![log_local * half * 4];
+    let per_g = (cubes / comptime![if lines_per_row > rows { lines_per_row / rows } else { 1 }])
+        * comptime![if rows > lines_per_row { rows / lines_per_row } else { 1 }];
+    #[unroll]
+    for s in 0..log_local {
+        #[unroll]
+        for p in 0..per_thread {
+            let b = t + p * threads;
+            let k = b % half;
+            let (g, m) = partial_slot(cube, b / half, lines_per_row, rows);
+            let base = (g * per_g + m) * 2 * entries + (s * half + k) * 4;
+            let a = (s * per_thread + p) * 8;
+            #[unroll]
+            for j in 0..4usize {
+                partials[base + j] = acc[a + 2 * j];
+                partials[base + entries + j] = acc[a + 2 * j + 1];
+            }
+        }
+    }
+}
+
+/// Sums the partials of one pass into its stages' rows of the twiddle gradient
+/// `out: [2, log2 n · n/2 · 4]`, each entry over the slots of its residue in the order
+/// `m = 0, 1, …`: deterministic.
+#[cube(launch)]
+pub(crate) fn sum_partials_kernel<F: Float>(
+    parts: &Tensor<F>,
+    out: &mut Tensor<F>,
+    per_g: u32,
+    #[comptime] log_n: usize,
+    #[comptime] stage0: usize,
+    #[comptime] log_local: usize,
+) {
+    let half_n = comptime![1usize << (log_n - 1)];
+    let half = comptime![1usize << (log_local - 1)];
+    let lines_per_row = comptime![1usize << (log_n - log_local)];
+    let local_entries = comptime![log_local * half * 4];
+    let pass_entries = comptime![log_local * half_n * 4];
+    let all_entries = comptime![log_n * half_n * 4];
+    let e = ABSOLUTE_POS;
+    if e >= comptime![2 * pass_entries] {
+        terminate!();
+    }
+    let c = e / pass_entries;
+    let rest = e % pass_entries;
+    let s = rest / comptime![half_n * 4];
+    let k = (rest / 4) % half_n;
+    let jj = rest % 4;
+    let mut g = k / half;
+    let mut k_local = k % half;
+    if comptime![stage0 > 0] {
+        g = k % lines_per_row;
+        k_local = k / lines_per_row;
+    }
+    let per_g = per_g as usize;
+    let src = (s * half + k_local) * 4 + jj + c * local_entries;
+    let mut sum = F::new(0.0);
+    for m in 0..per_g {
+        sum += parts[(g * per_g + m) * 2 * local_entries + src];
+    }
+    out[c * all_entries + ((stage0 + s) * half_n + k) * 4 + jj] = sum;
+}
+
+/// Launches the backward of one pass: output gradient (packed) and the pass's input (re, im at
+/// `im_offset` into `x_im`) → packed input gradient; writes the pass's stages of `grad_tw`.
+#[allow(clippy::too_many_arguments)]
+fn backward_pass<R: CubeRuntime, F: FloatElement>(
+    pass: &Pass,
+    grad_out: CubeTensor<R>,
+    x_re: CubeTensor<R>,
+    x_im: CubeTensor<R>,
+    im_offset: usize,
+    tw_re: CubeTensor<R>,
+    tw_im: CubeTensor<R>,
+    grad_tw: &CubeTensor<R>,
+    batch: usize,
+    bit_reverse: bool,
+) -> CubeTensor<R> {
+    let client = x_re.client.clone();
+    let n = 1usize << pass.log_n;
+    let rows = pass.plan.rows;
+    let lines_per_row = pass.lines_per_row();
+    let local_entries = pass.log_local * (1 << (pass.log_local - 1)) * 4;
+    let slot_bytes = rows * 2 * local_entries * core::mem::size_of::<F>();
+    // A multiple of the cube groups, so each line slot of a cube sees one residue.
+    let cube_groups = (lines_per_row / rows).max(1);
+    let chunks = (batch * lines_per_row).div_ceil(rows);
+    let cubes = chunks.min(MAX_BACKWARD_CUBES).min(MAX_PARTIAL_BYTES / slot_bytes).max(cube_groups);
+    let cubes = cubes / cube_groups * cube_groups;
+    let per_g = (cubes / cube_groups) * (rows / lines_per_row).max(1);
+    let grad_x = empty::<R, F>(&x_re, vec![2, batch, n]);
+    let partials = empty::<R, F>(&x_re, vec![cubes * rows, 2, local_entries]);
+    // SAFETY: every index the kernel forms is in bounds by construction: rows past the batch
+    // are masked, the cube count matches the partials buffer, shared-memory and twiddle indices
+    // stay below their comptime sizes.
+    unsafe {
+        butterfly_backward_kernel::launch_unchecked::<F, R>(
+            &client,
+            grid(cubes),
+            CubeDim::new_1d(pass.plan.threads as u32),
+            grad_out.into_tensor_arg(),
+            x_re.into_tensor_arg(),
+            x_im.into_tensor_arg(),
+            tw_re.into_tensor_arg(),
+            tw_im.into_tensor_arg(),
+            grad_x.clone().into_tensor_arg(),
+            partials.clone().into_tensor_arg(),
+            batch as u32,
+            im_offset as u32,
+            cubes as u32,
+            pass.log_n,
+            pass.stage0,
+            pass.log_local,
+            rows,
+            pass.plan.threads,
+            bit_reverse,
+        );
+    }
+    let len = 2 * pass.entries();
+    let block = 256;
+    sum_partials_kernel::launch::<F, R>(
+        &client,
+        CubeCount::Static(len.div_ceil(block) as u32, 1, 1),
+        CubeDim::new_1d(block as u32),
+        partials.into_tensor_arg(),
+        grad_tw.clone().into_tensor_arg(),
+        per_g as u32,
+        pass.log_n,
+        pass.stage0,
+        pass.log_local,
+    );
+    grad_x
+}
+
+/// Launches the fused backward. Takes the packed output gradient `[2, batch, n]` and the
+/// forward's inputs; returns the packed input gradient `[2, batch, n]` and the twiddle gradient
+/// `[2, log2 n · n/2 · 4]` (re then im). From N = 1024 on it runs in two balanced passes
+/// ([`backward_passes`](super::backward_passes)): the first pass's output is recomputed and the
+/// passes run backwards.
+pub fn backward<R: CubeRuntime, F: FloatElement>(
+    grad_out: CubeTensor<R>,
+    x_re: CubeTensor<R>,
+    x_im: CubeTensor<R>,
+    tw_re: CubeTensor<R>,
+    tw_im: CubeTensor<R>,
+    perm: Permutation,
+) -> (CubeTensor<R>, CubeTensor<R>) {
+    let dims = x_re.meta.shape().clone();
+    let (batch, n) = (dims[0], dims[1]);
+    let grad_out = into_contiguous(grad_out);
+    let (x_re, x_im, tw_re, tw_im) =
+        (into_contiguous(x_re), into_contiguous(x_im), into_contiguous(tw_re), into_contiguous(tw_im));
+    let passes =
+        device_backward_passes::<R, F>(n, &x_re.device).expect("butterfly backward: the caller checks fused_supported");
+    let bit_reverse = perm == Permutation::BitReversal;
+    let log_n = n.trailing_zeros() as usize;
+    let grad_tw = empty::<R, F>(&x_re, vec![2, log_n * (n / 2) * 4]);
+    let grad_x = match passes.as_slice() {
+        [one] => backward_pass::<R, F>(one, grad_out, x_re, x_im, 0, tw_re, tw_im, &grad_tw, batch, bit_reverse),
+        [first, second] => {
+            let mid = launch_pass::<R, F>(
+                first,
+                x_re.clone(),
+                x_im.clone(),
+                0,
+                tw_re.clone(),
+                tw_im.clone(),
+                batch,
+                bit_reverse,
+            );
+            let grad_mid = backward_pass::<R, F>(
+                second,
+                grad_out,
+                mid.clone(),
+                mid,
+                batch * n,
+                tw_re.clone(),
+                tw_im.clone(),
+                &grad_tw,
+                batch,
+                false,
+            );
+            backward_pass::<R, F>(first, grad_mid, x_re, x_im, 0, tw_re, tw_im, &grad_tw, batch, bit_reverse)
+        }
+        _ => unreachable!("butterfly backward: one or two passes"),
+    };
+    (grad_x, grad_tw)
+}

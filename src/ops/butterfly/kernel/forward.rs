@@ -1,0 +1,315 @@
+//! Fused butterfly forward: the kernel and its launch wrapper.
+
+use burn_cubecl::{kernel::into_contiguous, tensor::CubeTensor, CubeRuntime, FloatElement};
+use cubecl::{prelude::*, CubeDim};
+
+use super::{device_passes, Pass};
+use crate::ops::butterfly::Permutation;
+use crate::ops::cubecl::empty;
+use crate::ops::cubecl::grid;
+
+/// `i` with its lowest `bits` bits reversed.
+#[cube]
+pub(crate) fn reverse_bits(i: usize, #[comptime] bits: usize) -> usize {
+    let mut r = 0;
+    #[unroll]
+    for b in 0..bits {
+        r = (r << 1) | ((i >> b) & 1);
+    }
+    r
+}
+
+/// Source index of position `i` after the input permutation.
+#[cube]
+pub(crate) fn permuted(i: usize, #[comptime] log_n: usize, #[comptime] bit_reverse: bool) -> usize {
+    if comptime![bit_reverse] {
+        reverse_bits(i, log_n)
+    } else {
+        i
+    }
+}
+
+/// Where element `j` of line `line` of a pass lives: its batch row, and its index in the row.
+/// Contiguous lines (the first pass) are the chunks `g·2^log_local + j` of a row; strided lines
+/// (the second pass, `stage0 > 0`) are the columns `g + j·2^stage0`.
+#[cube]
+pub(crate) fn line_element(
+    line: usize,
+    j: usize,
+    #[comptime] log_n: usize,
+    #[comptime] stage0: usize,
+    #[comptime] log_local: usize,
+) -> (usize, usize) {
+    let lines_per_row = comptime![1usize << (log_n - log_local)];
+    let row = line / lines_per_row;
+    let g = line % lines_per_row;
+    if comptime![stage0 > 0] {
+        (row, g + (j << stage0))
+    } else {
+        (row, (g << log_local) + j)
+    }
+}
+
+/// The line (within the cube) and the element of the line that the cube's `e`-th load or store
+/// touches: contiguous lines go element-major, strided lines line-major (consecutive threads
+/// touch consecutive columns, so the accesses stay coalesced).
+#[cube]
+pub(crate) fn slot_of(
+    e: usize,
+    #[comptime] log_local: usize,
+    #[comptime] rows: usize,
+    #[comptime] strided: bool,
+) -> (usize, usize) {
+    if comptime![strided] {
+        (e % rows, e / rows)
+    } else {
+        (e >> log_local, e % comptime![1usize << log_local])
+    }
+}
+
+/// The global twiddle index `k` (of `N/2`) of local butterfly `k_local` on line `line`.
+#[cube]
+pub(crate) fn twiddle_of(
+    line: usize,
+    k_local: usize,
+    #[comptime] log_n: usize,
+    #[comptime] stage0: usize,
+    #[comptime] log_local: usize,
+) -> usize {
+    let g = line % comptime![1usize << (log_n - log_local)];
+    if comptime![stage0 > 0] {
+        g + (k_local << stage0)
+    } else {
+        (g << comptime![log_local - 1]) + k_local
+    }
+}
+
+/// One 2×2 complex block of twiddles.
+#[derive(CubeType)]
+pub(crate) struct Twiddles<F: Float> {
+    t00r: F,
+    t00i: F,
+    t01r: F,
+    t01i: F,
+    t10r: F,
+    t10i: F,
+    t11r: F,
+    t11i: F,
+}
+
+/// `(x_i0, x_i1) ← T · (x_i0, x_i1)` in shared memory.
+#[cube]
+fn apply_block<F: Float>(
+    s_re: &mut SharedMemory<F>,
+    s_im: &mut SharedMemory<F>,
+    i0: usize,
+    i1: usize,
+    tw: &Twiddles<F>,
+) {
+    let (ar, ai, br, bi) = (s_re[i0], s_im[i0], s_re[i1], s_im[i1]);
+    s_re[i0] = tw.t00r * ar - tw.t00i * ai + tw.t01r * br - tw.t01i * bi;
+    s_im[i0] = tw.t00r * ai + tw.t00i * ar + tw.t01r * bi + tw.t01i * br;
+    s_re[i1] = tw.t10r * ar - tw.t10i * ai + tw.t11r * br - tw.t11i * bi;
+    s_im[i1] = tw.t10r * ai + tw.t10i * ar + tw.t11r * bi + tw.t11i * br;
+}
+
+/// One cube transforms `rows` lines: load (permuted on the first pass) into shared memory, run
+/// the pass's stages there, store. Thread `t` handles butterflies `t, t + threads, …` of every
+/// stage. The imaginary input is read at `x_im[im_offset + …]`, so a packed `[2, batch, n]`
+/// intermediate can be passed as both `x_re` and `x_im`.
+#[cube(launch_unchecked)]
+pub(crate) fn butterfly_forward_kernel<F: Float>(
+    x_re: &Tensor<F>,
+    x_im: &Tensor<F>,
+    tw_re: &Tensor<F>,
+    tw_im: &Tensor<F>,
+    output: &mut Tensor<F>,
+    batch: u32,
+    im_offset: u32,
+    #[comptime] log_n: usize,
+    #[comptime] stage0: usize,
+    #[comptime] log_local: usize,
+    #[comptime] rows: usize,
+    #[comptime] threads: usize,
+    #[comptime] bit_reverse: bool,
+    #[comptime] grouped: bool,
+) {
+    let n = comptime![1usize << log_n];
+    let local = comptime![1usize << log_local];
+    let half = comptime![local / 2];
+    let half_n = comptime![n / 2];
+    let strided = comptime![stage0 > 0];
+    let lines_per_row = comptime![1usize << (log_n - log_local)];
+    let per_thread = comptime![rows * half / threads];
+    let mut s_re = SharedMemory::<F>::new(comptime![rows * local]);
+    let mut s_im = SharedMemory::<F>::new(comptime![rows * local]);
+    let batch = batch as usize;
+    let im_offset = im_offset as usize;
+    // Line `l` of the cube is `first_line + l·line_step`: consecutive lines, or (grouped) the
+    // same chunk `g` of `rows` consecutive batch rows, which share their twiddles.
+    let mut first_line = CUBE_POS * rows;
+    let mut line_step = 1;
+    if comptime![grouped] {
+        first_line = (CUBE_POS / lines_per_row) * rows * lines_per_row + CUBE_POS % lines_per_row;
+        line_step = lines_per_row;
+    }
+    if first_line / lines_per_row >= batch {
+        terminate!();
+    }
+    let t = UNIT_POS_X as usize;
+
+    #[unroll]
+    for q in 0..comptime![2 * per_thread] {
+        let (l, j) = slot_of(t + q * threads, log_local, rows, strided);
+        let (row, i) = line_element(first_line + l * line_step, j, log_n, stage0, log_local);
+        let src = row * n + permuted(i, log_n, bit_reverse);
+        let mut vr = F::new(0.0);
+        let mut vi = F::new(0.0);
+        if row < batch {
+            vr = x_re[src];
+            vi = x_im[im_offset + src];
+        }
+        s_re[l * local + j] = vr;
+        s_im[l * local + j] = vi;
+    }
+    sync_cube();
+
+    // Whole rows, or grouped lines (all lines of the cube share their twiddles): each thread's
+    // butterflies of a stage use `kpt` twiddle blocks (one if threads are a multiple of n/2,
+    // n/2 / threads otherwise), each loaded once for all the lines it serves.
+    let shared_block = comptime![log_local == log_n || grouped];
+    let kpt = comptime![if threads < half { half / threads } else { 1 }];
+    #[unroll]
+    for s in 0..log_local {
+        let st = 1usize << s;
+        if comptime![shared_block] {
+            #[unroll]
+            for kb in 0..kpt {
+                let k = t % half + kb * threads;
+                let w = ((stage0 + s) * half_n + twiddle_of(first_line, k, log_n, stage0, log_local)) * 4;
+                let tw = Twiddles::<F> {
+                    t00r: tw_re[w],
+                    t00i: tw_im[w],
+                    t01r: tw_re[w + 1],
+                    t01i: tw_im[w + 1],
+                    t10r: tw_re[w + 2],
+                    t10i: tw_im[w + 2],
+                    t11r: tw_re[w + 3],
+                    t11i: tw_im[w + 3],
+                };
+                let k_base = ((k >> s) << (s + 1)) + (k & (st - 1));
+                #[unroll]
+                for p in 0..comptime![per_thread / kpt] {
+                    // Butterfly `t + (p·kpt + kb)·threads` of the cube: row l, index k.
+                    let l = (t + (p * kpt + kb) * threads) / half;
+                    let i0 = l * local + k_base;
+                    apply_block(&mut s_re, &mut s_im, i0, i0 + st, &tw);
+                }
+            }
+        } else {
+            #[unroll]
+            for p in 0..per_thread {
+                let b = t + p * threads;
+                let k = b % half;
+                let l = b / half;
+                let i0 = l * local + ((k >> s) << (s + 1)) + (k & (st - 1));
+                let w =
+                    ((stage0 + s) * half_n + twiddle_of(first_line + l * line_step, k, log_n, stage0, log_local)) * 4;
+                let tw = Twiddles::<F> {
+                    t00r: tw_re[w],
+                    t00i: tw_im[w],
+                    t01r: tw_re[w + 1],
+                    t01i: tw_im[w + 1],
+                    t10r: tw_re[w + 2],
+                    t10i: tw_im[w + 2],
+                    t11r: tw_re[w + 3],
+                    t11i: tw_im[w + 3],
+                };
+                apply_block(&mut s_re, &mut s_im, i0, i0 + st, &tw);
+            }
+        }
+        sync_cube();
+    }
+
+    let plane = batch * n;
+    #[unroll]
+    for q in 0..comptime![2 * per_thread] {
+        let (l, j) = slot_of(t + q * threads, log_local, rows, strided);
+        let (row, i) = line_element(first_line + l * line_step, j, log_n, stage0, log_local);
+        if row < batch {
+            let dst = row * n + i;
+            output[dst] = s_re[l * local + j];
+            output[plane + dst] = s_im[l * local + j];
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+/// Launches one pass: input re and im (`im_offset` into `x_im`), twiddles → packed
+/// `[2, batch, n]`.
+pub(crate) fn launch_pass<R: CubeRuntime, F: FloatElement>(
+    pass: &Pass,
+    x_re: CubeTensor<R>,
+    x_im: CubeTensor<R>,
+    im_offset: usize,
+    tw_re: CubeTensor<R>,
+    tw_im: CubeTensor<R>,
+    batch: usize,
+    bit_reverse: bool,
+) -> CubeTensor<R> {
+    let n = 1usize << pass.log_n;
+    let output = empty::<R, F>(&x_re, vec![2, batch, n]);
+    let lines = batch * pass.lines_per_row();
+    let plan = pass.forward;
+    // A first pass of two takes one chunk of `rows` batch rows per cube where the batch fills
+    // them (each twiddle block then loads once for all the cube's lines).
+    let grouped = pass.stage0 == 0 && pass.lines_per_row() > 1 && batch >= plan.rows;
+    let cubes = if grouped { batch.div_ceil(plan.rows) * pass.lines_per_row() } else { lines.div_ceil(plan.rows) };
+    // SAFETY: every index the kernel forms is in bounds by construction: rows past the batch
+    // are masked, shared-memory and twiddle indices stay below their comptime sizes.
+    unsafe {
+        butterfly_forward_kernel::launch_unchecked::<F, R>(
+            &x_re.client.clone(),
+            grid(cubes),
+            CubeDim::new_1d(plan.threads as u32),
+            x_re.into_tensor_arg(),
+            x_im.into_tensor_arg(),
+            tw_re.into_tensor_arg(),
+            tw_im.into_tensor_arg(),
+            output.clone().into_tensor_arg(),
+            batch as u32,
+            im_offset as u32,
+            pass.log_n,
+            pass.stage0,
+            pass.log_local,
+            plan.rows,
+            plan.threads,
+            bit_reverse,
+            grouped,
+        );
+    }
+    output
+}
+
+/// Launches the fused forward: `[batch, n]` re and im, twiddles `[log2 n, n/2, 2, 2]` → packed
+/// `[2, batch, n]`, in one or two passes. The caller checks
+/// [`fused_supported`](super::fused_supported) first.
+pub fn forward<R: CubeRuntime, F: FloatElement>(
+    x_re: CubeTensor<R>,
+    x_im: CubeTensor<R>,
+    tw_re: CubeTensor<R>,
+    tw_im: CubeTensor<R>,
+    perm: Permutation,
+) -> CubeTensor<R> {
+    let dims = x_re.meta.shape().clone();
+    let (batch, n) = (dims[0], dims[1]);
+    let (x_re, x_im, tw_re, tw_im) =
+        (into_contiguous(x_re), into_contiguous(x_im), into_contiguous(tw_re), into_contiguous(tw_im));
+    let passes = device_passes::<R, F>(n, &x_re.device).expect("butterfly forward: the caller checks fused_supported");
+    let bit_reverse = perm == Permutation::BitReversal;
+    let mut y = launch_pass::<R, F>(&passes[0], x_re, x_im, 0, tw_re.clone(), tw_im.clone(), batch, bit_reverse);
+    for pass in &passes[1..] {
+        y = launch_pass::<R, F>(pass, y.clone(), y, batch * n, tw_re.clone(), tw_im.clone(), batch, false);
+    }
+    y
+}

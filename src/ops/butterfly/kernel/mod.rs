@@ -1,0 +1,283 @@
+//! The fused butterfly: every stage on-chip, in one launch for N ≤ 4096 (f32) and two above.
+//!
+//! - [`forward`]: `x → y`, each cube transforms several lines (a line is what one pass holds in
+//!   shared memory: a whole row, or one of its sub-transforms).
+//! - [`backward`]: recomputes the forward on-chip (every stage's input kept in shared memory), then
+//!   runs the stages in reverse, producing the input gradient and per-cube partial twiddle
+//!   gradients in one launch per pass; a second small kernel sums the partials in a fixed order,
+//!   so the twiddle gradient is deterministic (no atomics).
+//!
+//! ## Passes
+//! Stage `s` of the butterfly pairs elements whose indices differ in bit `s` only. With
+//! `N = 2^L` and a shared-memory limit of `2^A` elements per line (`A = 12` in f32), `L ≤ A`
+//! takes one pass. Otherwise stages `0…A−1` mix only the low `A` bits: pass 1 runs them on the
+//! `N / 2^A` contiguous chunks of each row; stages `A…L−1` mix only the high bits: pass 2 runs
+//! them on the `2^A` strided columns `{g + j·2^A}` (consecutive columns in one cube, so its
+//! loads and stores stay coalesced). Two passes cover N up to `2^(2A)`; the launch wrappers
+//! handle the split, and the intermediate goes through device memory once.
+//!
+//! Layouts: signals `[batch, n]` (re and im apart), twiddles `[log2 n, n/2, 2, 2]`; the forward
+//! output and the input gradient are packed `[2, batch, n]` (re then im), the twiddle gradient
+//! `[2, log2 n · n/2 · 4]`.
+
+mod backward;
+mod forward;
+
+pub use backward::backward;
+pub use forward::forward;
+pub(crate) use forward::reverse_bits;
+
+use burn_cubecl::{CubeRuntime, FloatElement};
+
+/// Largest line one pass holds in shared memory: 2 · 4096 · 4 bytes = 32 KiB in f32, which
+/// every wgpu and CUDA device offers. Single-pass kernels (the spectral loss's) stop here.
+pub const MAX_SINGLE_PASS_N: usize = 4096;
+
+/// Largest N the fused butterfly handles (two passes). Above it (or where the twiddle gradient
+/// would not fit one storage binding) the layer takes the reference path.
+pub const MAX_FUSED_N: usize = 1 << 16;
+
+/// Each (cube, line slot) of the backward writes one partial twiddle gradient; their buffer,
+/// and the twiddle gradient itself, stay under this many bytes (storage bindings are limited to
+/// 128 MiB on some Vulkan drivers, lavapipe among them).
+pub(crate) const MAX_PARTIAL_BYTES: usize = 64 << 20;
+
+/// Butterflies a cube works on per stage, at least (several rows per cube for small N).
+const MIN_BUTTERFLIES_PER_CUBE: usize = 256;
+/// Butterflies a backward cube works on per stage (one per thread; where a line is longer, one
+/// line): its threads keep their twiddles and twiddle-gradient accumulators in registers
+/// (16 per stage), which limits how many cubes an SM runs; small cubes fill it best (on the
+/// H100, 128 beats 256 by 10 to 18 % and 64 is slower).
+const BACKWARD_BUTTERFLIES_PER_CUBE: usize = 128;
+/// Shared memory a forward cube fills with rows (32 KiB: every wgpu and CUDA device offers it).
+const FORWARD_SHARED_BUDGET: usize = 32 << 10;
+/// Rows a forward cube holds at least where shared memory allows (64 KiB at N = 4096 in f32:
+/// each twiddle block loaded serves two rows).
+const FORWARD_MIN_ROWS: usize = 2;
+/// Threads per cube, at most (the portable limit of wgpu, CUDA and Metal).
+const MAX_THREADS: usize = 1024;
+
+/// How a launch maps rows and butterflies to cubes and threads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Plan {
+    /// log2 n.
+    pub log_n: usize,
+    /// Batch rows held in shared memory at once by one cube.
+    pub rows: usize,
+    /// Threads per cube.
+    pub threads: usize,
+}
+
+impl Plan {
+    /// Several rows per cube for small n (at least 256 butterflies per stage); one or two
+    /// butterflies per thread and stage, with at least 256 threads.
+    pub fn new(n: usize, max_units: usize) -> Self {
+        let half = n / 2;
+        let rows = (MIN_BUTTERFLIES_PER_CUBE / half).max(1);
+        // A power of two no larger than the device allows.
+        let max_units = 1usize << (usize::BITS - 1 - max_units.max(1).leading_zeros());
+        let threads = (half / 2).max(MIN_BUTTERFLIES_PER_CUBE).min(rows * half).min(MAX_THREADS).min(max_units);
+        Plan { log_n: n.trailing_zeros() as usize, rows, threads }
+    }
+
+    /// The forward's plan: as many rows as fit in [`FORWARD_SHARED_BUDGET`], at least
+    /// [`FORWARD_MIN_ROWS`] where the device's `max_shared` bytes allow (at least one), and
+    /// `clamp(n/2, 256, 1024)` threads. Each thread loads each of its twiddle blocks of a stage
+    /// once for all the cube's rows (the twiddles, `2 log2 n` times the signal's bytes per row,
+    /// are what limits a one-row plan).
+    pub fn forward(n: usize, max_units: usize, elem: usize, max_shared: usize) -> Self {
+        let half = n / 2;
+        let row_bytes = 2 * n * elem;
+        let rows = (FORWARD_SHARED_BUDGET / row_bytes).max(FORWARD_MIN_ROWS.min(max_shared / row_bytes)).max(1);
+        let max_units = 1usize << (usize::BITS - 1 - max_units.max(1).leading_zeros());
+        let threads = half.clamp(MIN_BUTTERFLIES_PER_CUBE, MAX_THREADS).min(rows * half).min(max_units);
+        Plan { log_n: n.trailing_zeros() as usize, rows, threads }
+    }
+
+    /// The backward's plan: [`Plan::new`] with [`BACKWARD_BUTTERFLIES_PER_CUBE`] butterflies
+    /// per cube (one per thread for lines up to 512), and fewer rows where its shared memory
+    /// ([`Plan::backward_shared_bytes`]) would exceed `max_shared` (down to one row).
+    pub fn backward(n: usize, max_units: usize, elem: usize, max_shared: usize) -> Self {
+        let mut plan = Plan::new(n, max_units);
+        plan.rows = (BACKWARD_BUTTERFLIES_PER_CUBE / (n / 2)).max(1);
+        plan.threads = plan.threads.min(plan.rows * n / 2);
+        while plan.rows > 1 && plan.backward_shared_bytes(elem) > max_shared {
+            plan.rows /= 2;
+            plan.threads = plan.threads.min(plan.rows * n / 2);
+        }
+        plan
+    }
+
+    /// Bytes of shared memory per cube for element size `elem` (the lines being transformed).
+    pub fn shared_bytes(&self, elem: usize) -> usize {
+        2 * self.rows * (1 << self.log_n) * elem
+    }
+
+    /// Bytes of shared memory per cube of the backward: the lines, and every stage's input
+    /// (kept on-chip between the recomputed forward and the reverse stages; registers hold only
+    /// each thread's twiddles and twiddle-gradient accumulators).
+    pub fn backward_shared_bytes(&self, elem: usize) -> usize {
+        self.shared_bytes(elem) * (self.log_n + 1)
+    }
+}
+
+/// One launch over the lines of a batch: the stages `stage0 … stage0 + log_local − 1` of an
+/// `N = 2^log_n` butterfly, on lines of `2^log_local` elements.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Pass {
+    /// log2 N of the whole transform.
+    pub log_n: usize,
+    /// First stage of this pass (0 for the first pass).
+    pub stage0: usize,
+    /// log2 of the line length (the stages of this pass).
+    pub log_local: usize,
+    /// Lines per cube and threads of the backward.
+    pub plan: Plan,
+    /// Lines per cube and threads of the forward.
+    pub forward: Plan,
+}
+
+impl Pass {
+    fn new(log_n: usize, stage0: usize, log_local: usize, max_units: usize, elem: usize, max_shared: usize) -> Self {
+        let local = 1 << log_local;
+        Pass {
+            log_n,
+            stage0,
+            log_local,
+            plan: Plan::backward(local, max_units, elem, max_shared),
+            forward: Plan::forward(local, max_units, elem, max_shared),
+        }
+    }
+
+    /// Lines per batch row, `N / 2^log_local`.
+    pub fn lines_per_row(&self) -> usize {
+        1 << (self.log_n - self.log_local)
+    }
+
+    /// Twiddle-table entries (of re or im) of this pass's stages, `log_local · N/2 · 4`.
+    pub fn entries(&self) -> usize {
+        self.log_local * (1 << (self.log_n - 1)) * 4
+    }
+}
+
+/// The passes of an `n`-point butterfly: one if a line of `n` fits in `max_shared` bytes, two
+/// if both halves of the split do; `None` otherwise (or if `n` is out of range).
+pub(crate) fn passes(n: usize, elem: usize, max_units: usize, max_shared: usize) -> Option<Vec<Pass>> {
+    if !(2..=MAX_FUSED_N).contains(&n) || !n.is_power_of_two() {
+        return None;
+    }
+    let log_n = n.trailing_zeros() as usize;
+    let fits = |a: usize| Plan::forward(1 << a, max_units, elem, max_shared).shared_bytes(elem) <= max_shared;
+    let max_local = (1..=MAX_SINGLE_PASS_N.trailing_zeros() as usize).rev().find(|&a| fits(a))?;
+    let pass = |stage0: usize, log_local: usize| Pass::new(log_n, stage0, log_local, max_units, elem, max_shared);
+    let list = if log_n <= max_local {
+        vec![pass(0, log_n)]
+    } else if log_n - max_local <= max_local {
+        vec![pass(0, max_local), pass(max_local, log_n - max_local)]
+    } else {
+        return None;
+    };
+    // The backward needs at least one partial per line of a row, and the twiddle gradient must
+    // fit one binding.
+    let grad_bytes = 2 * log_n * (n / 2) * 4 * elem;
+    (grad_bytes <= MAX_PARTIAL_BYTES).then_some(list)
+}
+
+/// The backward's passes: from N = 2^[`BACKWARD_SPLIT_LOG_N`] on (or where one pass's shared
+/// memory would not fit), two balanced passes (lines of `2^⌈L/2⌉` and `2^⌊L/2⌋`) whatever the
+/// forward takes. Each thread of the backward keeps 8 twiddles and 8
+/// twiddle-gradient accumulators per stage and butterfly in registers, and the cube keeps
+/// every stage's input in shared memory; short lines keep both small (more cubes per SM) at
+/// the cost of one more trip through device memory. `None` where a pass's shared memory does
+/// not fit.
+pub(crate) fn backward_passes(n: usize, elem: usize, max_units: usize, max_shared: usize) -> Option<Vec<Pass>> {
+    let forward = passes(n, elem, max_units, max_shared)?;
+    let log_n = n.trailing_zeros() as usize;
+    let single = forward.len() == 1 && forward[0].plan.backward_shared_bytes(elem) <= max_shared;
+    let list = if (log_n < BACKWARD_SPLIT_LOG_N && single) || log_n == 1 {
+        forward
+    } else {
+        let a = log_n.div_ceil(2);
+        let pass = |stage0: usize, log_local: usize| Pass::new(log_n, stage0, log_local, max_units, elem, max_shared);
+        vec![pass(0, a), pass(a, log_n - a)]
+    };
+    list.iter().all(|p| p.plan.backward_shared_bytes(elem) <= max_shared).then_some(list)
+}
+
+/// log2 N from which the backward runs in two balanced passes (see [`backward_passes`]).
+pub(crate) const BACKWARD_SPLIT_LOG_N: usize = 10;
+
+/// The backward's passes for `n` on `device` in float type `F`.
+pub(crate) fn device_backward_passes<R: CubeRuntime, F: FloatElement>(
+    n: usize,
+    device: &R::Device,
+) -> Option<Vec<Pass>> {
+    let props = R::client(device).properties().hardware.clone();
+    backward_passes(n, std::mem::size_of::<F>(), props.max_units_per_cube as usize, props.max_shared_memory_size)
+}
+
+/// The passes for `n` on `device` in float type `F`.
+pub(crate) fn device_passes<R: CubeRuntime, F: FloatElement>(n: usize, device: &R::Device) -> Option<Vec<Pass>> {
+    let props = R::client(device).properties().hardware.clone();
+    passes(n, std::mem::size_of::<F>(), props.max_units_per_cube as usize, props.max_shared_memory_size)
+}
+
+/// Whether the fused butterfly can run for size `n` on `device` in float type `F` (in one or two
+/// passes).
+pub fn fused_supported<R: CubeRuntime, F: FloatElement>(n: usize, device: &R::Device) -> bool {
+    device_passes::<R, F>(n, device).is_some() && device_backward_passes::<R, F>(n, device).is_some()
+}
+
+/// How many passes (launches of the forward) the fused butterfly takes for size `n` on `device`
+/// in float type `F`: 1 while a line of `n` fits in shared memory, 2 above; `None` where it
+/// cannot run.
+pub fn fused_passes<R: CubeRuntime, F: FloatElement>(n: usize, device: &R::Device) -> Option<usize> {
+    device_backward_passes::<R, F>(n, device)?;
+    device_passes::<R, F>(n, device).map(|p| p.len())
+}
+
+/// Whether an `n`-point transform fits one pass on `device` in float type `F` (what the
+/// single-pass spectral kernels need).
+pub fn single_pass_supported<R: CubeRuntime, F: FloatElement>(n: usize, device: &R::Device) -> bool {
+    device_passes::<R, F>(n, device).is_some_and(|p| p.len() == 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Metal's 32 KiB of threadgroup memory, the smallest budget the crate targets: every size
+    /// up to [`MAX_FUSED_N`] still gets a forward and a backward whose cubes fit it.
+    #[test]
+    fn every_size_fits_32_kib() {
+        let (elem, units, shared) = (4, 1024, 32 << 10);
+        for log_n in 1..=MAX_FUSED_N.trailing_zeros() as usize {
+            let n = 1 << log_n;
+            let forward = passes(n, elem, units, shared).unwrap_or_else(|| panic!("n={n}: no forward passes"));
+            let backward =
+                backward_passes(n, elem, units, shared).unwrap_or_else(|| panic!("n={n}: no backward passes"));
+            for pass in &forward {
+                assert!(pass.forward.shared_bytes(elem) <= shared, "n={n}: forward {pass:?} over budget");
+            }
+            for pass in &backward {
+                assert!(pass.plan.backward_shared_bytes(elem) <= shared, "n={n}: backward {pass:?} over budget");
+                // Every thread has at least one butterfly per stage.
+                assert!(
+                    pass.plan.threads >= 1 && pass.plan.rows << (pass.log_local - 1) >= pass.plan.threads,
+                    "n={n}: {pass:?}"
+                );
+            }
+            assert_eq!(forward.iter().map(|p| p.log_local).sum::<usize>(), log_n, "n={n}: forward stages");
+            assert_eq!(backward.iter().map(|p| p.log_local).sum::<usize>(), log_n, "n={n}: backward stages");
+        }
+    }
+
+    /// The backward keeps one pass below N = 2^BACKWARD_SPLIT_LOG_N where its stage history fits
+    /// and splits in two where it does not (N = 512 needs 40 KiB for one row).
+    #[test]
+    fn backward_splits_where_history_does_not_fit() {
+        let count = |shared: usize| backward_passes(512, 4, 1024, shared).map(|p| p.len());
+        assert_eq!(count(48 << 10), Some(1));
+        assert_eq!(count(32 << 10), Some(2));
+    }
+}

@@ -1,0 +1,53 @@
+//! The butterfly product as a backend op: the [`ButterflyOps`] trait and its value types, the
+//! tensor-op twin ([`reference`]), the fused CubeCL kernels ([`kernel`]) and the backend impls
+//! (`cubecl.rs` without autodiff, `autodiff.rs` with the custom `Backward`).
+
+mod autodiff;
+mod cubecl;
+pub(crate) mod kernel;
+mod permutation;
+pub(crate) mod reference;
+
+pub use kernel::{fused_passes, MAX_FUSED_N, MAX_SINGLE_PASS_N};
+pub use permutation::Permutation;
+pub use reference::butterfly_forward_reference;
+
+use burn::tensor::{backend::Backend, Tensor};
+
+/// The butterfly product as a backend op.
+///
+/// | backend | `butterfly` runs | gradient from |
+/// |---|---|---|
+/// | `NdArray`, `Candle` (and `Autodiff` of them) | the tensor-op reference | Burn's autodiff |
+/// | `CubeBackend` (wgpu, CUDA) | the fused CubeCL forward kernel | — |
+/// | `Autodiff<CubeBackend>` | the fused forward kernel | the fused backward kernel, through a custom `Backward` |
+///
+/// Where the fused kernel cannot run (N above [`MAX_FUSED_N`], or a device with too little
+/// shared memory) the CubeCL backends take the reference path, whose gradient is again Burn's
+/// autodiff: no path ever lacks a backward.
+pub trait ButterflyOps: Backend {
+    /// Applies `perm` and then the butterfly factors to a batch of complex vectors.
+    ///
+    /// # Shapes
+    /// - `x_re`, `x_im`: `[batch, n]`
+    /// - `tw_re`, `tw_im`: `[log2 n, n/2, 2, 2]`
+    /// - returns `(re, im)`, each `[batch, n]`
+    ///
+    /// The default is the tensor-op reference ([`butterfly_forward_reference`]); CubeCL
+    /// backends override it with the fused kernels.
+    fn butterfly(
+        x_re: Tensor<Self, 2>,
+        x_im: Tensor<Self, 2>,
+        tw_re: Tensor<Self, 4>,
+        tw_im: Tensor<Self, 4>,
+        perm: Permutation,
+    ) -> (Tensor<Self, 2>, Tensor<Self, 2>) {
+        butterfly_forward_reference(x_re, x_im, tw_re, tw_im, perm)
+    }
+
+    /// Whether [`butterfly`](Self::butterfly) takes the fused kernel path for size `n` on
+    /// `device` (false for the reference backends).
+    fn butterfly_is_fused(_n: usize, _device: &Self::Device) -> bool {
+        false
+    }
+}

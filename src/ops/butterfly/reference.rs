@@ -1,0 +1,74 @@
+//! The butterfly forward as plain Burn tensor ops: the reference twin of the fused kernels.
+//! It runs on every backend and gets its gradient from Burn's autodiff.
+
+use burn::tensor::{backend::Backend, Tensor};
+
+use crate::tensors::select_columns;
+
+use super::Permutation;
+
+/// Applies `perm` then the log2(n) butterfly factors to a batch of complex vectors.
+///
+/// The definition (index conventions included) is in [`crate::reference::butterfly`].
+///
+/// # Shapes
+/// - `re`, `im`: `[batch, n]`
+/// - `tw_re`, `tw_im`: `[log2 n, n/2, 2, 2]`
+/// - returns `(re, im)`, each `[batch, n]`
+///
+/// Shapes are not checked here; [`Butterfly::forward`](super::Butterfly::forward) checks them.
+pub fn butterfly_forward_reference<B: Backend>(
+    re: Tensor<B, 2>,
+    im: Tensor<B, 2>,
+    tw_re: Tensor<B, 4>,
+    tw_im: Tensor<B, 4>,
+    perm: Permutation,
+) -> (Tensor<B, 2>, Tensor<B, 2>) {
+    let n = re.dims()[1];
+    let log_n = n.trailing_zeros() as usize;
+    let (mut re, mut im) = permute_input(re, im, perm);
+    for s in 0..log_n {
+        (re, im) = butterfly_stage(re, im, &tw_re, &tw_im, s);
+    }
+    (re, im)
+}
+
+/// Applies the input permutation `perm` to a batch `[batch, n]` of complex vectors.
+pub(crate) fn permute_input<B: Backend>(
+    re: Tensor<B, 2>,
+    im: Tensor<B, 2>,
+    perm: Permutation,
+) -> (Tensor<B, 2>, Tensor<B, 2>) {
+    let n = re.dims()[1];
+    match perm {
+        Permutation::Identity => (re, im),
+        _ => {
+            let idx: Vec<i64> = perm.indices(n).into_iter().map(|i| i as i64).collect();
+            (select_columns(re, idx.clone()), select_columns(im, idx))
+        }
+    }
+}
+
+/// Applies factor `s` (the blocks pairing indices `2^s` apart) of the twiddles `tw_re`, `tw_im`
+/// (`[log2 n, n/2, 2, 2]`) to a batch `[batch, n]` of complex vectors.
+pub(crate) fn butterfly_stage<B: Backend>(
+    re: Tensor<B, 2>,
+    im: Tensor<B, 2>,
+    tw_re: &Tensor<B, 4>,
+    tw_im: &Tensor<B, 4>,
+    s: usize,
+) -> (Tensor<B, 2>, Tensor<B, 2>) {
+    let [batch, n] = re.dims();
+    let st = 1usize << s;
+    let groups = n / (2 * st);
+    // Signal [batch, g, 1, b, st]; twiddles [1, g, a, b, st]; sum over b (the input index).
+    let x_shape = [batch, groups, 1, 2, st];
+    let (xr, xi) = (re.reshape(x_shape), im.reshape(x_shape));
+    let stage = |tw: &Tensor<B, 4>| -> Tensor<B, 5> {
+        tw.clone().narrow(0, s, 1).reshape([groups, st, 2, 2]).permute([0, 2, 3, 1]).unsqueeze_dim(0)
+    };
+    let (tr, ti) = (stage(tw_re), stage(tw_im));
+    let yr = (tr.clone() * xr.clone() - ti.clone() * xi.clone()).sum_dim(3);
+    let yi = (tr * xi + ti * xr).sum_dim(3);
+    (yr.reshape([batch, n]), yi.reshape([batch, n]))
+}

@@ -1,0 +1,24 @@
+//! Helpers shared by the CubeCL impls of every op (wgpu, CUDA).
+
+use burn::tensor::{backend::Backend, Shape, Tensor};
+use burn_cubecl::{tensor::CubeTensor, CubeRuntime, FloatElement};
+
+/// An uninitialised contiguous `F` tensor of shape `dims` on `like`'s device.
+pub(crate) fn empty<R: CubeRuntime, F: FloatElement>(like: &CubeTensor<R>, dims: Vec<usize>) -> CubeTensor<R> {
+    let shape = Shape::from(dims);
+    let buffer = like.client.empty(shape.num_elements() * core::mem::size_of::<F>());
+    CubeTensor::new_contiguous(like.client.clone(), like.device.clone(), shape, buffer, F::dtype())
+}
+
+/// A cube count of at least `cubes` cubes, spread over x and y (x is limited to 65 535).
+pub(crate) fn grid(cubes: usize) -> cubecl::CubeCount {
+    let x = cubes.clamp(1, 65_535);
+    cubecl::CubeCount::Static(x as u32, cubes.div_ceil(x).max(1) as u32, 1)
+}
+
+/// `[2, batch, n]` → (re, im), each `[batch, n]` (views, no copy).
+pub(crate) fn split_packed<B: Backend>(packed: Tensor<B, 3>, batch: usize, n: usize) -> (Tensor<B, 2>, Tensor<B, 2>) {
+    let re = packed.clone().narrow(0, 0, 1).reshape([batch, n]);
+    let im = packed.narrow(0, 1, 1).reshape([batch, n]);
+    (re, im)
+}
