@@ -15,17 +15,21 @@ use crate::common::*;
 const LOSS_F32_REL: f64 = 1e-5;
 /// Fused against reference in f32, relative RMS error of each input's gradient (the acceptance
 /// bar). The log magnitude's gradient `re/(re² + im² + eps)` is ill-conditioned where a bin is
-/// near zero: an f32 DFT's absolute error (~ε·‖frame‖·log W for the FFT, ~ε·‖frame‖·W for the
-/// dot product) becomes a large relative error there, and with many overlapping frames such bins
-/// are common. Where the two f32 paths then differ by more than the bar, the checker measures
-/// both against the f64 gradient and requires the fused one to be about as accurate as the
-/// reference, see [`LOG_ACCURACY_RATIO`].
+/// near zero: an f32 DFT's absolute error then becomes a large relative error. Such bins are
+/// common: with `center` and a symmetric window, the first frame is even about its middle, its
+/// spectrum is real, and a real bin comes far closer to zero than a complex one. Where the two
+/// f32 paths then differ by more than the bar, the checker measures the fused gradient against
+/// the f64 gradient instead, with the bound [`SENSITIVITY_BOUND`].
 const GRAD_F32_REL: f64 = 1e-4;
 /// In those ill-conditioned log-magnitude cases the fused gradient's error against f64 may be at
-/// most this many times the reference's: the two f32 paths' errors scatter around each other
-/// (measured at W = 512, H = 1, log/L2, rectangular: fused/reference = 0.42 for one input's
-/// gradient and 1.56 for the other's, each about 1e-3 against f64).
-const LOG_ACCURACY_RATIO: f64 = 2.0;
+/// most this many times the gradient's [`sensitivity`] to f32-level input perturbations: an f32
+/// FFT is backward stable, so an accurate f32 path errs no more than that. (Comparing with the
+/// f32 reference's error instead is a coin toss: both errors come from one near-zero bin and
+/// their ratio scattered over 0.09…4.1 in the CI cases. Measured fused/sensitivity: 0.04…0.29;
+/// the reference's: 0.04…1.1.)
+const SENSITIVITY_BOUND: f64 = 1.0;
+/// Perturbation draws of [`sensitivity`].
+const SENSITIVITY_DRAWS: usize = 8;
 
 const OPTIONS: [(Magnitude, Distance); 6] = [
     (Magnitude::Linear, Distance::L1),
@@ -142,6 +146,7 @@ where
         let reference =
             run_with::<B>(&cfg, KernelChoice::Reference, reduction.clone(), &pred, &target, batch, t, device);
         let mut truth = None;
+        let mut sens = None;
         let what = format!(
             "W={} H={} T={t} batch={batch} {:?} {:?} {:?} center={} sc={} reduction={reduction:?}",
             cfg.win, cfg.hop, cfg.magnitude, cfg.distance, cfg.window, cfg.center, cfg.spectral_convergence
@@ -168,13 +173,54 @@ where
             });
             let want = if name == "pred" { &f64_grads.1 } else { &f64_grads.2 };
             let (fused_err, reference_err) = (rel_rms_real(a, want), rel_rms_real(b, want));
+            let s =
+                sens.get_or_insert_with(|| sensitivity(&cfg, reduction.clone(), &pred, &target, batch, t, f64_grads));
+            let s = if name == "pred" { s.0 } else { s.1 };
             assert!(
-                fused_err <= LOG_ACCURACY_RATIO * reference_err,
-                "{what}: grad {name}: fused vs reference {err:e} > {GRAD_F32_REL:e}, and against f64 the fused path's error is over {LOG_ACCURACY_RATIO}× the reference's ({fused_err:e} vs {reference_err:e})"
+                fused_err <= SENSITIVITY_BOUND * s,
+                "{what}: grad {name}: fused vs reference {err:e} > {GRAD_F32_REL:e}, and against f64 the fused path's error {fused_err:e} is over {SENSITIVITY_BOUND}× what f32 rounding of the input alone causes ({s:e}; the reference's error is {reference_err:e})"
             );
         }
     }
     assert_eq!(seen.len(), OPTIONS.len(), "every magnitude/distance option is covered");
+}
+
+/// How far f32-level perturbations of the inputs move the f64 gradient: the relative RMS change
+/// of `(grad pred, grad target)`, root-mean-square over [`SENSITIVITY_DRAWS`] draws in which
+/// every sample of both inputs is scaled by `1 + u·log2(W)·ε_f32` (u standard normal). An f32
+/// FFT is normwise backward stable with a backward error of about that size, so this is the
+/// gradient error that an accurate f32 path cannot avoid.
+#[allow(clippy::too_many_arguments)]
+fn sensitivity(
+    cfg: &SpectralLossConfig,
+    reduction: Option<Reduction>,
+    pred: &[f64],
+    target: &[f64],
+    batch: usize,
+    t: usize,
+    exact: &(f64, Vec<f64>, Vec<f64>),
+) -> (f64, f64) {
+    let scale = cfg.win.trailing_zeros().max(1) as f64 * f64::from(f32::EPSILON) / 2.0;
+    let perturb = |v: &[f64], seed: u64| -> Vec<f64> {
+        normals(seed, v.len()).iter().zip(v).map(|(u, x)| x * (1.0 + scale * u)).collect()
+    };
+    let (mut sp, mut st) = (0.0, 0.0);
+    for d in 0..SENSITIVITY_DRAWS {
+        let (p, q) = (perturb(pred, 9000 + 2 * d as u64), perturb(target, 9001 + 2 * d as u64));
+        let g = run_with::<NdArrayBackend<f64>>(
+            cfg,
+            KernelChoice::Reference,
+            reduction.clone(),
+            &p,
+            &q,
+            batch,
+            t,
+            &Default::default(),
+        );
+        sp += rel_rms_real(&g.1, &exact.1).powi(2);
+        st += rel_rms_real(&g.2, &exact.2).powi(2);
+    }
+    ((sp / SENSITIVITY_DRAWS as f64).sqrt(), (st / SENSITIVITY_DRAWS as f64).sqrt())
 }
 
 /// Two runs of the fused path give bitwise-identical losses and gradients (no atomics).
