@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 
 /// How a bin's magnitude is measured.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Magnitude {
     /// `sqrt(re² + im² + eps)`.
     #[default]
@@ -32,7 +32,7 @@ pub enum Magnitude {
 }
 
 /// How two magnitudes are compared.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Distance {
     /// Absolute difference.
     #[default]

@@ -12,7 +12,7 @@ use crate::ops::cubecl::empty;
 use cubecl::{prelude::*, CubeCount, CubeDim};
 
 use super::forward::{launch_pass, line_element, permuted, slot_of, twiddle_of};
-use super::{device_backward_passes, Pass, MAX_PARTIAL_BYTES};
+use super::{device_backward_passes, Pass, PassConfig, Split, SplitInput, TwiddleTables, MAX_PARTIAL_BYTES};
 use crate::ops::butterfly::Permutation;
 use crate::ops::cubecl::grid;
 
@@ -42,22 +42,20 @@ fn partial_slot(cube: usize, l: usize, #[comptime] lines_per_row: usize, #[compt
 #[cube(launch_unchecked)]
 pub(crate) fn butterfly_backward_kernel<F: Float>(
     grad_out: &Tensor<F>,
-    x_re: &Tensor<F>,
-    x_im: &Tensor<F>,
-    tw_re: &Tensor<F>,
-    tw_im: &Tensor<F>,
+    x: &SplitInput<F>,
+    twiddles: &TwiddleTables<F>,
     grad_x: &mut Tensor<F>,
     partials: &mut Tensor<F>,
     batch: u32,
-    im_offset: u32,
     cubes: u32,
-    #[comptime] log_n: usize,
-    #[comptime] stage0: usize,
-    #[comptime] log_local: usize,
-    #[comptime] rows: usize,
-    #[comptime] threads: usize,
-    #[comptime] bit_reverse: bool,
+    #[comptime] cfg: PassConfig,
 ) {
+    let log_n = comptime![cfg.log_n];
+    let stage0 = comptime![cfg.stage0];
+    let log_local = comptime![cfg.log_local];
+    let rows = comptime![cfg.rows];
+    let threads = comptime![cfg.threads];
+    let bit_reverse = comptime![cfg.bit_reverse];
     let n = comptime![1usize << log_n];
     let local = comptime![1usize << log_local];
     let half = comptime![local / 2];
@@ -78,7 +76,7 @@ pub(crate) fn butterfly_backward_kernel<F: Float>(
         acc[a] = F::new(0.0);
     }
     let batch = batch as usize;
-    let im_offset = im_offset as usize;
+    let im_offset = x.im_offset as usize;
     let cubes = cubes as usize;
     let cube = CUBE_POS;
     if cube >= cubes {
@@ -99,8 +97,8 @@ pub(crate) fn butterfly_backward_kernel<F: Float>(
             let a = (s * per_thread + p) * 8;
             #[unroll]
             for j in 0..4usize {
-                tw[a + 2 * j] = tw_re[w + j];
-                tw[a + 2 * j + 1] = tw_im[w + j];
+                tw[a + 2 * j] = twiddles.re[w + j];
+                tw[a + 2 * j + 1] = twiddles.im[w + j];
             }
         }
     }
@@ -118,8 +116,8 @@ pub(crate) fn butterfly_backward_kernel<F: Float>(
             let mut vr = F::new(0.0);
             let mut vi = F::new(0.0);
             if row < batch {
-                vr = x_re[src];
-                vi = x_im[im_offset + src];
+                vr = x.re[src];
+                vi = x.im[im_offset + src];
             }
             s_re[l * local + j] = vr;
             s_im[l * local + j] = vi;
@@ -283,22 +281,18 @@ pub(crate) fn sum_partials_kernel<F: Float>(
     out[c * all_entries + ((stage0 + s) * half_n + k) * 4 + jj] = sum;
 }
 
-/// Launches the backward of one pass: output gradient (packed) and the pass's input (re, im at
-/// `im_offset` into `x_im`) → packed input gradient; writes the pass's stages of `grad_tw`.
-#[allow(clippy::too_many_arguments)]
+/// Launches the backward of one pass: output gradient (packed) and the pass's input `x` →
+/// packed input gradient; writes the pass's stages of `grad_tw`.
 fn backward_pass<R: CubeRuntime, F: FloatElement>(
     pass: &Pass,
     grad_out: CubeTensor<R>,
-    x_re: CubeTensor<R>,
-    x_im: CubeTensor<R>,
-    im_offset: usize,
-    tw_re: CubeTensor<R>,
-    tw_im: CubeTensor<R>,
+    x: &Split<R>,
+    tw: &Split<R>,
     grad_tw: &CubeTensor<R>,
     batch: usize,
     bit_reverse: bool,
 ) -> CubeTensor<R> {
-    let client = x_re.client.clone();
+    let client = x.re.client.clone();
     let n = 1usize << pass.log_n;
     let rows = pass.plan.rows;
     let lines_per_row = pass.lines_per_row();
@@ -310,8 +304,8 @@ fn backward_pass<R: CubeRuntime, F: FloatElement>(
     let cubes = chunks.min(MAX_BACKWARD_CUBES).min(MAX_PARTIAL_BYTES / slot_bytes).max(cube_groups);
     let cubes = cubes / cube_groups * cube_groups;
     let per_g = (cubes / cube_groups) * (rows / lines_per_row).max(1);
-    let grad_x = empty::<R, F>(&x_re, vec![2, batch, n]);
-    let partials = empty::<R, F>(&x_re, vec![cubes * rows, 2, local_entries]);
+    let grad_x = empty::<R, F>(&x.re, vec![2, batch, n]);
+    let partials = empty::<R, F>(&x.re, vec![cubes * rows, 2, local_entries]);
     // SAFETY: every index the kernel forms is in bounds by construction: rows past the batch
     // are masked, the cube count matches the partials buffer, shared-memory and twiddle indices
     // stay below their comptime sizes.
@@ -321,21 +315,13 @@ fn backward_pass<R: CubeRuntime, F: FloatElement>(
             grid(cubes),
             CubeDim::new_1d(pass.plan.threads as u32),
             grad_out.into_tensor_arg(),
-            x_re.into_tensor_arg(),
-            x_im.into_tensor_arg(),
-            tw_re.into_tensor_arg(),
-            tw_im.into_tensor_arg(),
+            x.arg::<F>(),
+            tw.twiddles::<F>(),
             grad_x.clone().into_tensor_arg(),
             partials.clone().into_tensor_arg(),
             batch as u32,
-            im_offset as u32,
             cubes as u32,
-            pass.log_n,
-            pass.stage0,
-            pass.log_local,
-            rows,
-            pass.plan.threads,
-            bit_reverse,
+            pass.config(pass.plan, bit_reverse, false),
         );
     }
     let len = 2 * pass.entries();
@@ -370,39 +356,18 @@ pub fn backward<R: CubeRuntime, F: FloatElement>(
     let dims = x_re.meta.shape().clone();
     let (batch, n) = (dims[0], dims[1]);
     let grad_out = into_contiguous(grad_out);
-    let (x_re, x_im, tw_re, tw_im) =
-        (into_contiguous(x_re), into_contiguous(x_im), into_contiguous(tw_re), into_contiguous(tw_im));
+    let (x, tw) = (Split::new(x_re, x_im), Split::new(tw_re, tw_im));
     let passes =
-        device_backward_passes::<R, F>(n, &x_re.device).expect("butterfly backward: the caller checks fused_supported");
+        device_backward_passes::<R, F>(n, &x.re.device).expect("butterfly backward: the caller checks fused_supported");
     let bit_reverse = perm == Permutation::BitReversal;
     let log_n = n.trailing_zeros() as usize;
-    let grad_tw = empty::<R, F>(&x_re, vec![2, log_n * (n / 2) * 4]);
+    let grad_tw = empty::<R, F>(&x.re, vec![2, log_n * (n / 2) * 4]);
     let grad_x = match passes.as_slice() {
-        [one] => backward_pass::<R, F>(one, grad_out, x_re, x_im, 0, tw_re, tw_im, &grad_tw, batch, bit_reverse),
+        [one] => backward_pass::<R, F>(one, grad_out, &x, &tw, &grad_tw, batch, bit_reverse),
         [first, second] => {
-            let mid = launch_pass::<R, F>(
-                first,
-                x_re.clone(),
-                x_im.clone(),
-                0,
-                tw_re.clone(),
-                tw_im.clone(),
-                batch,
-                bit_reverse,
-            );
-            let grad_mid = backward_pass::<R, F>(
-                second,
-                grad_out,
-                mid.clone(),
-                mid,
-                batch * n,
-                tw_re.clone(),
-                tw_im.clone(),
-                &grad_tw,
-                batch,
-                false,
-            );
-            backward_pass::<R, F>(first, grad_mid, x_re, x_im, 0, tw_re, tw_im, &grad_tw, batch, bit_reverse)
+            let mid = Split::packed(launch_pass::<R, F>(first, &x, &tw, batch, bit_reverse));
+            let grad_mid = backward_pass::<R, F>(second, grad_out, &mid, &tw, &grad_tw, batch, false);
+            backward_pass::<R, F>(first, grad_mid, &x, &tw, &grad_tw, batch, bit_reverse)
         }
         _ => unreachable!("butterfly backward: one or two passes"),
     };

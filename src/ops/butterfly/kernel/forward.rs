@@ -1,9 +1,9 @@
 //! Fused butterfly forward: the kernel and its launch wrapper.
 
-use burn_cubecl::{kernel::into_contiguous, tensor::CubeTensor, CubeRuntime, FloatElement};
+use burn_cubecl::{tensor::CubeTensor, CubeRuntime, FloatElement};
 use cubecl::{prelude::*, CubeDim};
 
-use super::{device_passes, Pass};
+use super::{device_passes, Pass, PassConfig, Split, SplitInput, TwiddleTables};
 use crate::ops::butterfly::Permutation;
 use crate::ops::cubecl::empty;
 use crate::ops::cubecl::grid;
@@ -97,6 +97,21 @@ pub(crate) struct Twiddles<F: Float> {
     t11i: F,
 }
 
+/// The 2×2 block at entry `w` of the twiddle tables.
+#[cube]
+fn load_block<F: Float>(twiddles: &TwiddleTables<F>, w: usize) -> Twiddles<F> {
+    Twiddles::<F> {
+        t00r: twiddles.re[w],
+        t00i: twiddles.im[w],
+        t01r: twiddles.re[w + 1],
+        t01i: twiddles.im[w + 1],
+        t10r: twiddles.re[w + 2],
+        t10i: twiddles.im[w + 2],
+        t11r: twiddles.re[w + 3],
+        t11i: twiddles.im[w + 3],
+    }
+}
+
 /// `(x_i0, x_i1) ← T · (x_i0, x_i1)` in shared memory.
 #[cube]
 fn apply_block<F: Float>(
@@ -119,21 +134,19 @@ fn apply_block<F: Float>(
 /// intermediate can be passed as both `x_re` and `x_im`.
 #[cube(launch_unchecked)]
 pub(crate) fn butterfly_forward_kernel<F: Float>(
-    x_re: &Tensor<F>,
-    x_im: &Tensor<F>,
-    tw_re: &Tensor<F>,
-    tw_im: &Tensor<F>,
+    x: &SplitInput<F>,
+    twiddles: &TwiddleTables<F>,
     output: &mut Tensor<F>,
     batch: u32,
-    im_offset: u32,
-    #[comptime] log_n: usize,
-    #[comptime] stage0: usize,
-    #[comptime] log_local: usize,
-    #[comptime] rows: usize,
-    #[comptime] threads: usize,
-    #[comptime] bit_reverse: bool,
-    #[comptime] grouped: bool,
+    #[comptime] cfg: PassConfig,
 ) {
+    let log_n = comptime![cfg.log_n];
+    let stage0 = comptime![cfg.stage0];
+    let log_local = comptime![cfg.log_local];
+    let rows = comptime![cfg.rows];
+    let threads = comptime![cfg.threads];
+    let bit_reverse = comptime![cfg.bit_reverse];
+    let grouped = comptime![cfg.grouped];
     let n = comptime![1usize << log_n];
     let local = comptime![1usize << log_local];
     let half = comptime![local / 2];
@@ -144,7 +157,7 @@ pub(crate) fn butterfly_forward_kernel<F: Float>(
     let mut s_re = SharedMemory::<F>::new(comptime![rows * local]);
     let mut s_im = SharedMemory::<F>::new(comptime![rows * local]);
     let batch = batch as usize;
-    let im_offset = im_offset as usize;
+    let im_offset = x.im_offset as usize;
     // Line `l` of the cube is `first_line + l·line_step`: consecutive lines, or (grouped) the
     // same chunk `g` of `rows` consecutive batch rows, which share their twiddles.
     let mut first_line = CUBE_POS * rows;
@@ -166,8 +179,8 @@ pub(crate) fn butterfly_forward_kernel<F: Float>(
         let mut vr = F::new(0.0);
         let mut vi = F::new(0.0);
         if row < batch {
-            vr = x_re[src];
-            vi = x_im[im_offset + src];
+            vr = x.re[src];
+            vi = x.im[im_offset + src];
         }
         s_re[l * local + j] = vr;
         s_im[l * local + j] = vi;
@@ -187,16 +200,7 @@ pub(crate) fn butterfly_forward_kernel<F: Float>(
             for kb in 0..kpt {
                 let k = t % half + kb * threads;
                 let w = ((stage0 + s) * half_n + twiddle_of(first_line, k, log_n, stage0, log_local)) * 4;
-                let tw = Twiddles::<F> {
-                    t00r: tw_re[w],
-                    t00i: tw_im[w],
-                    t01r: tw_re[w + 1],
-                    t01i: tw_im[w + 1],
-                    t10r: tw_re[w + 2],
-                    t10i: tw_im[w + 2],
-                    t11r: tw_re[w + 3],
-                    t11i: tw_im[w + 3],
-                };
+                let tw = load_block(twiddles, w);
                 let k_base = ((k >> s) << (s + 1)) + (k & (st - 1));
                 #[unroll]
                 for p in 0..comptime![per_thread / kpt] {
@@ -215,16 +219,7 @@ pub(crate) fn butterfly_forward_kernel<F: Float>(
                 let i0 = l * local + ((k >> s) << (s + 1)) + (k & (st - 1));
                 let w =
                     ((stage0 + s) * half_n + twiddle_of(first_line + l * line_step, k, log_n, stage0, log_local)) * 4;
-                let tw = Twiddles::<F> {
-                    t00r: tw_re[w],
-                    t00i: tw_im[w],
-                    t01r: tw_re[w + 1],
-                    t01i: tw_im[w + 1],
-                    t10r: tw_re[w + 2],
-                    t10i: tw_im[w + 2],
-                    t11r: tw_re[w + 3],
-                    t11i: tw_im[w + 3],
-                };
+                let tw = load_block(twiddles, w);
                 apply_block(&mut s_re, &mut s_im, i0, i0 + st, &tw);
             }
         }
@@ -244,21 +239,16 @@ pub(crate) fn butterfly_forward_kernel<F: Float>(
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-/// Launches one pass: input re and im (`im_offset` into `x_im`), twiddles → packed
-/// `[2, batch, n]`.
+/// Launches one pass: input `x`, twiddles `tw` → packed `[2, batch, n]`.
 pub(crate) fn launch_pass<R: CubeRuntime, F: FloatElement>(
     pass: &Pass,
-    x_re: CubeTensor<R>,
-    x_im: CubeTensor<R>,
-    im_offset: usize,
-    tw_re: CubeTensor<R>,
-    tw_im: CubeTensor<R>,
+    x: &Split<R>,
+    tw: &Split<R>,
     batch: usize,
     bit_reverse: bool,
 ) -> CubeTensor<R> {
     let n = 1usize << pass.log_n;
-    let output = empty::<R, F>(&x_re, vec![2, batch, n]);
+    let output = empty::<R, F>(&x.re, vec![2, batch, n]);
     let lines = batch * pass.lines_per_row();
     let plan = pass.forward;
     // A first pass of two takes one chunk of `rows` batch rows per cube where the batch fills
@@ -269,23 +259,14 @@ pub(crate) fn launch_pass<R: CubeRuntime, F: FloatElement>(
     // are masked, shared-memory and twiddle indices stay below their comptime sizes.
     unsafe {
         butterfly_forward_kernel::launch_unchecked::<F, R>(
-            &x_re.client.clone(),
+            &x.re.client,
             grid(cubes),
             CubeDim::new_1d(plan.threads as u32),
-            x_re.into_tensor_arg(),
-            x_im.into_tensor_arg(),
-            tw_re.into_tensor_arg(),
-            tw_im.into_tensor_arg(),
+            x.arg::<F>(),
+            tw.twiddles::<F>(),
             output.clone().into_tensor_arg(),
             batch as u32,
-            im_offset as u32,
-            pass.log_n,
-            pass.stage0,
-            pass.log_local,
-            plan.rows,
-            plan.threads,
-            bit_reverse,
-            grouped,
+            pass.config(plan, bit_reverse, grouped),
         );
     }
     output
@@ -302,14 +283,13 @@ pub fn forward<R: CubeRuntime, F: FloatElement>(
     perm: Permutation,
 ) -> CubeTensor<R> {
     let dims = x_re.meta.shape().clone();
-    let (batch, n) = (dims[0], dims[1]);
-    let (x_re, x_im, tw_re, tw_im) =
-        (into_contiguous(x_re), into_contiguous(x_im), into_contiguous(tw_re), into_contiguous(tw_im));
-    let passes = device_passes::<R, F>(n, &x_re.device).expect("butterfly forward: the caller checks fused_supported");
-    let bit_reverse = perm == Permutation::BitReversal;
-    let mut y = launch_pass::<R, F>(&passes[0], x_re, x_im, 0, tw_re.clone(), tw_im.clone(), batch, bit_reverse);
+    let batch = dims[0];
+    let (x, tw) = (Split::new(x_re, x_im), Split::new(tw_re, tw_im));
+    let passes =
+        device_passes::<R, F>(dims[1], &x.re.device).expect("butterfly forward: the caller checks fused_supported");
+    let mut y = launch_pass::<R, F>(&passes[0], &x, &tw, batch, perm == Permutation::BitReversal);
     for pass in &passes[1..] {
-        y = launch_pass::<R, F>(pass, y.clone(), y, batch * n, tw_re.clone(), tw_im.clone(), batch, false);
+        y = launch_pass::<R, F>(pass, &Split::packed(y), &tw, batch, false);
     }
     y
 }

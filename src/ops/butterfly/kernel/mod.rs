@@ -27,7 +27,8 @@ pub use backward::backward;
 pub use forward::forward;
 pub(crate) use forward::reverse_bits;
 
-use burn_cubecl::{CubeRuntime, FloatElement};
+use burn_cubecl::{kernel::into_contiguous, tensor::CubeTensor, CubeRuntime, FloatElement};
+use cubecl::prelude::*;
 
 /// Largest line one pass holds in shared memory: 2 · 4096 · 4 bytes = 32 KiB in f32, which
 /// every wgpu and CUDA device offers. Single-pass kernels (the spectral loss's) stop here.
@@ -157,6 +158,94 @@ impl Pass {
     /// Twiddle-table entries (of re or im) of this pass's stages, `log_local · N/2 · 4`.
     pub fn entries(&self) -> usize {
         self.log_local * (1 << (self.log_n - 1)) * 4
+    }
+}
+
+/// What a pass's kernels are compiled for: the pass's stages, the cube's shape, and (first pass)
+/// the input permutation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct PassConfig {
+    /// log2 N of the whole transform.
+    pub log_n: usize,
+    /// First stage of the pass.
+    pub stage0: usize,
+    /// log2 of the line length.
+    pub log_local: usize,
+    /// Lines a cube holds.
+    pub rows: usize,
+    /// Threads per cube.
+    pub threads: usize,
+    /// Whether the input is read in bit-reversed order.
+    pub bit_reverse: bool,
+    /// (Forward) whether a cube's lines are the same chunk of consecutive rows.
+    pub grouped: bool,
+}
+
+impl Pass {
+    /// The comptime configuration of a launch with `plan`.
+    fn config(&self, plan: Plan, bit_reverse: bool, grouped: bool) -> PassConfig {
+        PassConfig {
+            log_n: self.log_n,
+            stage0: self.stage0,
+            log_local: self.log_local,
+            rows: plan.rows,
+            threads: plan.threads,
+            bit_reverse,
+            grouped,
+        }
+    }
+}
+
+/// A split-complex input in a kernel: real parts, and imaginary parts from `im_offset` on in
+/// `im` (so a packed `[2, batch, n]` intermediate can be passed as both).
+#[derive(CubeLaunch, CubeType)]
+pub(crate) struct SplitInput<F: Float> {
+    pub re: Tensor<F>,
+    pub im: Tensor<F>,
+    pub im_offset: u32,
+}
+
+/// The twiddle tables in a kernel, `[log2 n · n/2 · 4]` each (re, im).
+#[derive(CubeLaunch, CubeType)]
+pub(crate) struct TwiddleTables<F: Float> {
+    pub re: Tensor<F>,
+    pub im: Tensor<F>,
+}
+
+/// A split-complex tensor on the host, as [`SplitInput`] takes it.
+#[derive(Clone, Debug)]
+pub(crate) struct Split<R: CubeRuntime> {
+    pub re: CubeTensor<R>,
+    pub im: CubeTensor<R>,
+    pub im_offset: usize,
+}
+
+impl<R: CubeRuntime> Split<R> {
+    /// Real and imaginary parts apart, made contiguous.
+    pub fn new(re: CubeTensor<R>, im: CubeTensor<R>) -> Self {
+        Split { re: into_contiguous(re), im: into_contiguous(im), im_offset: 0 }
+    }
+
+    /// A packed `[2, batch, n]` tensor: re then im.
+    pub fn packed(t: CubeTensor<R>) -> Self {
+        let dims = t.meta.shape();
+        let im_offset = dims[1] * dims[2];
+        Split { re: t.clone(), im: t, im_offset }
+    }
+
+    /// As a kernel input.
+    pub fn arg<F: Float>(&self) -> SplitInputLaunch<F, R> {
+        SplitInputLaunch::new(
+            self.re.clone().into_tensor_arg(),
+            self.im.clone().into_tensor_arg(),
+            self.im_offset as u32,
+        )
+    }
+
+    /// As the kernels' twiddle tables (parts apart: the offset is 0).
+    pub fn twiddles<F: Float>(&self) -> TwiddleTablesLaunch<F, R> {
+        debug_assert_eq!(self.im_offset, 0);
+        TwiddleTablesLaunch::new(self.re.clone().into_tensor_arg(), self.im.clone().into_tensor_arg())
     }
 }
 

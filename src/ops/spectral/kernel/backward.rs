@@ -10,8 +10,8 @@ use burn_cubecl::{kernel::into_contiguous, tensor::CubeTensor, CubeRuntime, Floa
 use crate::ops::cubecl::empty;
 use cubecl::{prelude::*, CubeDim};
 
-use super::forward::frames_of;
-use super::{fft_stages, load_frames, magnitude_code, magnitude_slope, plan, Tables};
+use super::Tables;
+use super::{fft_stages, frame_config, load_frames, magnitude_slope, FrameConfig, FrameRange, FrameTables, Framing};
 use crate::ops::butterfly::kernel::reverse_bits;
 use crate::ops::cubecl::grid;
 use crate::ops::spectral::Magnitude;
@@ -20,62 +20,41 @@ use crate::ops::spectral::Magnitude;
 /// chunks (storage bindings are limited to 128 MiB on some Vulkan drivers, lavapipe among them).
 const MAX_FRAME_GRAD_BYTES: usize = 64 << 20;
 
-/// One cube per `rows` frames of the chunk: recompute the spectrum, form the coefficients
+/// One cube per `cfg.rows` frames of the chunk: recompute the spectrum, form the coefficients
 /// `G_k` (zero above W/2), inverse-transform on-chip, and write
 /// `grad_frames[g, n] = w_n · Re z_n` for the chunk's frame g.
 #[cube(launch)]
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn stft_backward_kernel<F: Float>(
     x: &Tensor<F>,
-    window: &Tensor<F>,
-    tw_re: &Tensor<F>,
-    tw_im: &Tensor<F>,
+    tables: &FrameTables<F>,
     grad_m: &Tensor<F>,
     grad_frames: &mut Tensor<F>,
     eps: InputScalar,
-    frame_offset: u32,
-    total: u32,
-    frames: u32,
-    t_len: u32,
-    hop: u32,
-    #[comptime] log_w: usize,
-    #[comptime] rows: usize,
-    #[comptime] threads: usize,
-    #[comptime] magnitude: u32,
+    framing: &Framing,
+    #[comptime] cfg: FrameConfig,
 ) {
-    let w = comptime![1usize << log_w];
+    let log_w = comptime![cfg.log_w];
+    let w = comptime![1usize << cfg.log_w];
     let half = comptime![w / 2];
     let bins = comptime![w / 2 + 1];
-    let mut s_re = SharedMemory::<F>::new(comptime![rows * w]);
-    let mut s_im = SharedMemory::<F>::new(comptime![rows * w]);
-    let total = total as usize;
-    let offset = frame_offset as usize;
+    let rows = comptime![cfg.rows];
+    let threads = comptime![cfg.threads];
+    let mut s_re = SharedMemory::<F>::new(comptime![cfg.rows * w]);
+    let mut s_im = SharedMemory::<F>::new(comptime![cfg.rows * w]);
+    let total = framing.total as usize;
+    let offset = framing.offset as usize;
     let first = CUBE_POS * rows;
     if first >= total {
         terminate!();
     }
     let eps: F = eps.get::<F>();
-    load_frames::<F>(
-        x,
-        window,
-        &mut s_re,
-        &mut s_im,
-        0,
-        offset + first,
-        offset + total,
-        frames as usize,
-        t_len as usize,
-        hop as usize,
-        log_w,
-        rows,
-        threads,
-    );
+    load_frames::<F>(x, &tables.window, &mut s_re, &mut s_im, 0, first, framing, cfg);
     sync_cube();
-    fft_stages::<F>(&mut s_re, &mut s_im, tw_re, tw_im, log_w, rows, threads, false);
+    fft_stages::<F>(&mut s_re, &mut s_im, tables, cfg, rows, false);
 
     let t = UNIT_POS_X as usize;
     #[unroll]
-    for q in 0..comptime![rows * w / threads] {
+    for q in 0..comptime![cfg.rows * w / cfg.threads] {
         let e = t + q * threads;
         let r = e / w;
         let k = e % w;
@@ -84,7 +63,7 @@ pub(crate) fn stft_backward_kernel<F: Float>(
         if k <= half && first + r < total {
             let (re, im) = (s_re[e], s_im[e]);
             let g = grad_m[(offset + first + r) * bins + k];
-            let f = g * magnitude_slope::<F>(re * re + im * im, eps, magnitude);
+            let f = g * magnitude_slope::<F>(re * re + im * im, eps, comptime![cfg.magnitude]);
             cr = f * re;
             ci = f * im;
         }
@@ -92,39 +71,36 @@ pub(crate) fn stft_backward_kernel<F: Float>(
         s_im[e] = ci;
     }
     sync_cube();
-    fft_stages::<F>(&mut s_re, &mut s_im, tw_re, tw_im, log_w, rows, threads, true);
+    fft_stages::<F>(&mut s_re, &mut s_im, tables, cfg, rows, true);
 
     #[unroll]
-    for q in 0..comptime![rows * w / threads] {
+    for q in 0..comptime![cfg.rows * w / cfg.threads] {
         let e = t + q * threads;
         let r = e / w;
         let n = e % w;
         if first + r < total {
-            grad_frames[(first + r) * w + n] = window[n] * s_re[r * w + reverse_bits(n, log_w)];
+            grad_frames[(first + r) * w + n] = tables.window[n] * s_re[r * w + reverse_bits(n, log_w)];
         }
     }
 }
 
 /// `grad_x[s, i] = Σ_f grad_frames[(s·frames + f)·W + i − f·hop]` over every frame f that covers
 /// sample i (`f·hop ≤ i < f·hop + W`), summed in increasing f: one thread per sample of the
-/// chunk's signals, no atomics.
+/// launch's signals (those of its frames), no atomics.
 #[cube(launch)]
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn overlap_add_kernel<F: Float>(
     grad_frames: &Tensor<F>,
     grad_x: &mut Tensor<F>,
-    signal_offset: u32,
-    signals: u32,
-    frames: u32,
-    t_len: u32,
-    hop: u32,
+    framing: &Framing,
     #[comptime] win: usize,
 ) {
-    let t_len = t_len as usize;
-    let hop = hop as usize;
-    let frames = frames as usize;
+    let t_len = framing.t_len as usize;
+    let hop = framing.hop as usize;
+    let frames = framing.frames as usize;
+    let signals = framing.total as usize / frames;
+    let signal_offset = framing.offset as usize / frames;
     let i = CUBE_POS * CUBE_DIM_X as usize + UNIT_POS_X as usize;
-    if i >= signals as usize * t_len {
+    if i >= signals * t_len {
         terminate!();
     }
     let s = i / t_len;
@@ -142,7 +118,7 @@ pub(crate) fn overlap_add_kernel<F: Float>(
         sum += grad_frames[(s * frames + f) * win + pos - f * hop];
         f += 1;
     }
-    grad_x[(signal_offset as usize) * t_len + i] = sum;
+    grad_x[signal_offset * t_len + i] = sum;
 }
 
 /// Launches the fused backward: the magnitude gradient `[signals, frames, W/2 + 1]` and the
@@ -160,38 +136,28 @@ pub fn backward<R: CubeRuntime, F: FloatElement>(
     let win = tables.win();
     let (grad_m, x) = (into_contiguous(grad_m), into_contiguous(x));
     let client = x.client.clone();
-    let plan = plan(&client, win);
-    let frames = frames_of(t, win, hop);
-    let chunk = signal_chunk::<F>(signals, frames, win);
+    let cfg = frame_config(&client, win, magnitude);
+    let all = FrameRange::all(signals, t, win, hop);
+    let chunk = signal_chunk::<F>(signals, all.frames, win);
     let grad_x = empty::<R, F>(&x, vec![signals, t]);
-    let grad_frames = empty::<R, F>(&x, vec![chunk * frames, win]);
+    let grad_frames = empty::<R, F>(&x, vec![chunk * all.frames, win]);
     let mut start = 0;
     while start < signals {
-        let count = chunk.min(signals - start);
-        let total = count * frames;
+        let range = all.signals(start, chunk.min(signals - start));
         stft_backward_kernel::launch::<F, R>(
             &client,
-            grid(total.div_ceil(plan.rows)),
-            CubeDim::new_1d(plan.threads as u32),
+            grid(range.total.div_ceil(cfg.rows)),
+            CubeDim::new_1d(cfg.threads as u32),
             x.clone().into_tensor_arg(),
-            tables.window.clone().into_tensor_arg(),
-            tables.tw_re.clone().into_tensor_arg(),
-            tables.tw_im.clone().into_tensor_arg(),
+            tables.arg::<F>(),
             grad_m.clone().into_tensor_arg(),
             grad_frames.clone().into_tensor_arg(),
             InputScalar::new(eps, F::dtype()),
-            (start * frames) as u32,
-            total as u32,
-            frames as u32,
-            t as u32,
-            hop as u32,
-            plan.log_n,
-            plan.rows,
-            plan.threads,
-            magnitude_code(magnitude),
+            range.arg(),
+            cfg,
         );
-        overlap_add::<R, F>(&grad_frames, &grad_x, start, count, frames, t, hop, win);
-        start += count;
+        overlap_add::<R, F>(&grad_frames, &grad_x, &range);
+        start += chunk;
     }
     grad_x
 }
@@ -202,31 +168,22 @@ pub(crate) fn signal_chunk<F: FloatElement>(signals: usize, frames: usize, win: 
     (MAX_FRAME_GRAD_BYTES / (frames * win * core::mem::size_of::<F>()).max(1)).clamp(1, signals.max(1))
 }
 
-/// Launches the overlap-add gather: the per-frame gradients `[count · frames, W]` of signals
-/// `start … start + count` into their rows of `grad_x` `[signals, T]`.
-#[allow(clippy::too_many_arguments)]
+/// Launches the overlap-add gather: the per-frame gradients `[range.total, W]` of the signals
+/// `range` covers into their rows of `grad_x` `[signals, T]`.
 pub(crate) fn overlap_add<R: CubeRuntime, F: FloatElement>(
     grad_frames: &CubeTensor<R>,
     grad_x: &CubeTensor<R>,
-    start: usize,
-    count: usize,
-    frames: usize,
-    t: usize,
-    hop: usize,
-    win: usize,
+    range: &FrameRange,
 ) {
     let block = 256usize;
+    let samples = range.total / range.frames * range.t_len;
     overlap_add_kernel::launch::<F, R>(
         &grad_x.client,
-        grid((count * t).div_ceil(block)),
+        grid(samples.div_ceil(block)),
         CubeDim::new_1d(block as u32),
         grad_frames.clone().into_tensor_arg(),
         grad_x.clone().into_tensor_arg(),
-        start as u32,
-        count as u32,
-        frames as u32,
-        t as u32,
-        hop as u32,
-        win,
+        range.arg(),
+        grad_frames.meta.shape()[1],
     );
 }

@@ -15,25 +15,19 @@ use burn_cubecl::{kernel::into_contiguous, tensor::CubeTensor, CubeRuntime, Floa
 use cubecl::{prelude::*, CubeCount, CubeDim};
 
 use super::backward::{overlap_add, signal_chunk};
-use super::forward::frames_of;
-use super::{fft_stages, load_frames, magnitude_code, magnitude_of, magnitude_slope, plan, Tables};
-use crate::ops::butterfly::kernel::{reverse_bits, Plan};
+use super::{fft_stages, frame_config, load_frames, magnitude_of, magnitude_slope, plan, Tables};
+use super::{FrameRange, FrameTables, Framing, LossConfig};
+use crate::ops::butterfly::kernel::reverse_bits;
 use crate::ops::cubecl::empty;
 use crate::ops::cubecl::grid;
 use crate::ops::spectral::{Distance, LossParams};
+use cubecl::client::ComputeClient;
 
 /// Cubes of the forward, at most: each loops over its share of the frame groups, and the final
 /// reduction reads this many partials per sum.
 const MAX_LOSS_CUBES: usize = 1024;
 /// Threads of the final reduction.
 const FINISH_THREADS: usize = 256;
-
-fn distance_code(d: Distance) -> u32 {
-    match d {
-        Distance::L1 => 0,
-        Distance::L2 => 1,
-    }
-}
 
 /// Whether the fused loss can run for window `win` (two frames per slot pair must fit in shared
 /// memory; otherwise the loss composes the fused spectrogram op with tensor ops).
@@ -66,34 +60,43 @@ fn tree_sum3<F: Float>(buf: &mut SharedMemory<F>, #[comptime] threads: usize) {
     }
 }
 
+/// The two signals of the loss (or their per-frame gradients), `pred` and `target`.
+#[derive(CubeLaunch, CubeType)]
+pub(crate) struct Pair<F: Float> {
+    pub pred: Tensor<F>,
+    pub target: Tensor<F>,
+}
+
+/// The loss's runtime scalars: the magnitude's and the norms' eps, the reduction's factor on the
+/// distance sum, the spectral-convergence weight.
+#[derive(CubeLaunch, CubeType)]
+pub(crate) struct LossScalars {
+    pub eps: InputScalar,
+    pub scale: InputScalar,
+    pub sc: InputScalar,
+}
+
+/// Each cube loops over groups of `cfg.frame.rows` frame pairs (`CUBE_COUNT` apart) and writes
+/// its three partial sums.
 #[cube(launch)]
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn loss_forward_kernel<F: Float>(
-    pred: &Tensor<F>,
-    target: &Tensor<F>,
-    window: &Tensor<F>,
-    tw_re: &Tensor<F>,
-    tw_im: &Tensor<F>,
+    signals: &Pair<F>,
+    tables: &FrameTables<F>,
     partials: &mut Tensor<F>,
     eps: InputScalar,
-    total: u32,
-    frames: u32,
-    t_len: u32,
-    hop: u32,
-    cubes: u32,
-    #[comptime] log_w: usize,
-    #[comptime] rows: usize,
-    #[comptime] threads: usize,
-    #[comptime] magnitude: u32,
-    #[comptime] distance: u32,
+    framing: &Framing,
+    #[comptime] cfg: LossConfig,
 ) {
-    let w = comptime![1usize << log_w];
+    let frame = comptime![cfg.frame];
+    let rows = comptime![cfg.frame.rows];
+    let threads = comptime![cfg.frame.threads];
+    let w = comptime![1usize << cfg.frame.log_w];
     let bins = comptime![w / 2 + 1];
-    let mut s_re = SharedMemory::<F>::new(comptime![2 * rows * w]);
-    let mut s_im = SharedMemory::<F>::new(comptime![2 * rows * w]);
-    let mut red = SharedMemory::<F>::new(comptime![3 * threads]);
+    let mut s_re = SharedMemory::<F>::new(comptime![2 * cfg.frame.rows * w]);
+    let mut s_im = SharedMemory::<F>::new(comptime![2 * cfg.frame.rows * w]);
+    let mut red = SharedMemory::<F>::new(comptime![3 * cfg.frame.threads]);
     let eps: F = eps.get::<F>();
-    let (total, frames, t_len, hop) = (total as usize, frames as usize, t_len as usize, hop as usize);
+    let total = framing.total as usize;
     let groups = total.div_ceil(rows);
     let t = UNIT_POS_X as usize;
     let mut a0 = F::new(0.0);
@@ -102,24 +105,22 @@ pub(crate) fn loss_forward_kernel<F: Float>(
     let mut group = CUBE_POS;
     while group < groups {
         let first = group * rows;
-        load_frames::<F>(pred, window, &mut s_re, &mut s_im, 0, first, total, frames, t_len, hop, log_w, rows, threads);
-        load_frames::<F>(
-            target, window, &mut s_re, &mut s_im, rows, first, total, frames, t_len, hop, log_w, rows, threads,
-        );
+        load_frames::<F>(&signals.pred, &tables.window, &mut s_re, &mut s_im, 0, first, framing, frame);
+        load_frames::<F>(&signals.target, &tables.window, &mut s_re, &mut s_im, rows, first, framing, frame);
         sync_cube();
-        fft_stages::<F>(&mut s_re, &mut s_im, tw_re, tw_im, log_w, comptime![2 * rows], threads, false);
+        fft_stages::<F>(&mut s_re, &mut s_im, tables, frame, comptime![2 * rows], false);
         #[unroll]
-        for q in 0..comptime![(rows * bins).div_ceil(threads)] {
+        for q in 0..comptime![(cfg.frame.rows * bins).div_ceil(cfg.frame.threads)] {
             let e = t + q * threads;
             let r = e / bins;
             let k = e % bins;
-            if e < comptime![rows * bins] && first + r < total {
+            if e < comptime![cfg.frame.rows * bins] && first + r < total {
                 let (pr, pi) = (s_re[r * w + k], s_im[r * w + k]);
                 let (qr, qi) = (s_re[(rows + r) * w + k], s_im[(rows + r) * w + k]);
-                let mp = magnitude_of::<F>(pr * pr + pi * pi, eps, magnitude);
-                let mt = magnitude_of::<F>(qr * qr + qi * qi, eps, magnitude);
+                let mp = magnitude_of::<F>(pr * pr + pi * pi, eps, comptime![cfg.frame.magnitude]);
+                let mt = magnitude_of::<F>(qr * qr + qi * qi, eps, comptime![cfg.frame.magnitude]);
                 let diff = mp - mt;
-                if comptime![distance == 0] {
+                if comptime![cfg.distance == Distance::L1] {
                     a0 += F::abs(diff);
                 } else {
                     a0 += diff * diff;
@@ -129,7 +130,7 @@ pub(crate) fn loss_forward_kernel<F: Float>(
             }
         }
         sync_cube();
-        group += cubes as usize;
+        group += CUBE_COUNT;
     }
     red[t] = a0;
     red[threads + t] = a1;
@@ -144,30 +145,27 @@ pub(crate) fn loss_forward_kernel<F: Float>(
     }
 }
 
-/// One cube: sums the per-cube partials in a fixed order (strided per thread, then a tree),
-/// writes `sums = (s0, s1, s2)` and the loss.
+/// One cube: sums the per-cube partials `[cubes, 3]` in a fixed order (strided per thread, then a
+/// tree), writes `sums = (s0, s1, s2)` and the loss.
 #[cube(launch)]
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn loss_finish_kernel<F: Float>(
     partials: &Tensor<F>,
     sums: &mut Tensor<F>,
     loss: &mut Tensor<F>,
-    eps: InputScalar,
-    scale: InputScalar,
-    sc: InputScalar,
-    cubes: u32,
+    scalars: &LossScalars,
     #[comptime] threads: usize,
-    #[comptime] sc_on: bool,
+    #[comptime] spectral_convergence: bool,
 ) {
     let mut red = SharedMemory::<F>::new(comptime![3 * threads]);
     let t = UNIT_POS_X as usize;
+    let cubes = partials.shape(0);
     let mut a = Array::<F>::new(3usize);
     #[unroll]
     for j in 0..3usize {
         a[j] = F::new(0.0);
     }
     let mut c = t;
-    while c < cubes as usize {
+    while c < cubes {
         #[unroll]
         for j in 0..3usize {
             a[j] += partials[c * 3 + j];
@@ -185,10 +183,10 @@ pub(crate) fn loss_finish_kernel<F: Float>(
         sums[0] = s0;
         sums[1] = s1;
         sums[2] = s2;
-        let mut value = s0 * scale.get::<F>();
-        if comptime![sc_on] {
-            let e = eps.get::<F>();
-            value += sc.get::<F>() * F::sqrt(s1 + e) / F::sqrt(s2 + e);
+        let mut value = s0 * scalars.scale.get::<F>();
+        if comptime![spectral_convergence] {
+            let e = scalars.eps.get::<F>();
+            value += scalars.sc.get::<F>() * F::sqrt(s1 + e) / F::sqrt(s2 + e);
         }
         loss[0] = value;
     }
@@ -196,92 +194,50 @@ pub(crate) fn loss_finish_kernel<F: Float>(
 
 /// Per chunk of frames: both frames' per-offset gradients from the loss gradient.
 #[cube(launch)]
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn loss_backward_kernel<F: Float>(
-    pred: &Tensor<F>,
-    target: &Tensor<F>,
-    window: &Tensor<F>,
-    tw_re: &Tensor<F>,
-    tw_im: &Tensor<F>,
+    signals: &Pair<F>,
+    tables: &FrameTables<F>,
     grad_loss: &Tensor<F>,
     sums: &Tensor<F>,
-    grad_frames_p: &mut Tensor<F>,
-    grad_frames_t: &mut Tensor<F>,
-    eps: InputScalar,
-    scale: InputScalar,
-    sc: InputScalar,
-    frame_offset: u32,
-    total: u32,
-    frames: u32,
-    t_len: u32,
-    hop: u32,
-    #[comptime] log_w: usize,
-    #[comptime] rows: usize,
-    #[comptime] threads: usize,
-    #[comptime] magnitude: u32,
-    #[comptime] distance: u32,
-    #[comptime] sc_on: bool,
+    grad_frames: &mut Pair<F>,
+    scalars: &LossScalars,
+    framing: &Framing,
+    #[comptime] cfg: LossConfig,
 ) {
-    let w = comptime![1usize << log_w];
+    let frame = comptime![cfg.frame];
+    let log_w = comptime![cfg.frame.log_w];
+    let rows = comptime![cfg.frame.rows];
+    let threads = comptime![cfg.frame.threads];
+    let w = comptime![1usize << cfg.frame.log_w];
     let half = comptime![w / 2];
-    let mut s_re = SharedMemory::<F>::new(comptime![2 * rows * w]);
-    let mut s_im = SharedMemory::<F>::new(comptime![2 * rows * w]);
-    let total = total as usize;
-    let offset = frame_offset as usize;
+    let mut s_re = SharedMemory::<F>::new(comptime![2 * cfg.frame.rows * w]);
+    let mut s_im = SharedMemory::<F>::new(comptime![2 * cfg.frame.rows * w]);
+    let total = framing.total as usize;
     let first = CUBE_POS * rows;
     if first >= total {
         terminate!();
     }
-    let eps: F = eps.get::<F>();
+    let eps: F = scalars.eps.get::<F>();
     // ∂L/∂s0, ∂L/∂s1, ∂L/∂s2.
     let g = grad_loss[0];
-    let g0 = g * scale.get::<F>();
+    let g0 = g * scalars.scale.get::<F>();
     let mut g1 = F::new(0.0);
     let mut g2 = F::new(0.0);
-    if comptime![sc_on] {
+    if comptime![cfg.spectral_convergence] {
         let num = F::sqrt(sums[1] + eps);
         let den = F::sqrt(sums[2] + eps);
-        let gs = g * sc.get::<F>();
+        let gs = g * scalars.sc.get::<F>();
         g1 = gs / (F::new(2.0) * num * den);
         g2 = F::new(0.0) - gs * num / (F::new(2.0) * den * den * den);
     }
-    let (frames, t_len, hop) = (frames as usize, t_len as usize, hop as usize);
-    load_frames::<F>(
-        pred,
-        window,
-        &mut s_re,
-        &mut s_im,
-        0,
-        offset + first,
-        offset + total,
-        frames,
-        t_len,
-        hop,
-        log_w,
-        rows,
-        threads,
-    );
-    load_frames::<F>(
-        target,
-        window,
-        &mut s_re,
-        &mut s_im,
-        rows,
-        offset + first,
-        offset + total,
-        frames,
-        t_len,
-        hop,
-        log_w,
-        rows,
-        threads,
-    );
+    load_frames::<F>(&signals.pred, &tables.window, &mut s_re, &mut s_im, 0, first, framing, frame);
+    load_frames::<F>(&signals.target, &tables.window, &mut s_re, &mut s_im, rows, first, framing, frame);
     sync_cube();
-    fft_stages::<F>(&mut s_re, &mut s_im, tw_re, tw_im, log_w, comptime![2 * rows], threads, false);
+    fft_stages::<F>(&mut s_re, &mut s_im, tables, frame, comptime![2 * rows], false);
 
     let t = UNIT_POS_X as usize;
     #[unroll]
-    for q in 0..comptime![rows * w / threads] {
+    for q in 0..comptime![cfg.frame.rows * w / cfg.frame.threads] {
         let e = t + q * threads;
         let r = e / w;
         let k = e % w;
@@ -293,11 +249,11 @@ pub(crate) fn loss_backward_kernel<F: Float>(
         let mut ct = F::new(0.0);
         if k <= half && first + r < total {
             let (pp, qq) = (pr * pr + pi * pi, qr * qr + qi * qi);
-            let mp = magnitude_of::<F>(pp, eps, magnitude);
-            let mt = magnitude_of::<F>(qq, eps, magnitude);
+            let mp = magnitude_of::<F>(pp, eps, comptime![cfg.frame.magnitude]);
+            let mt = magnitude_of::<F>(qq, eps, comptime![cfg.frame.magnitude]);
             let diff = mp - mt;
             let mut dd = F::new(2.0) * diff;
-            if comptime![distance == 0] {
+            if comptime![cfg.distance == Distance::L1] {
                 dd = F::new(0.0);
                 if diff > F::new(0.0) {
                     dd = F::new(1.0);
@@ -308,8 +264,8 @@ pub(crate) fn loss_backward_kernel<F: Float>(
             // s1 = Σ (mt − mp)², s2 = Σ mt².
             let gp = g0 * dd + g1 * F::new(2.0) * diff;
             let gt = F::new(0.0) - g0 * dd - g1 * F::new(2.0) * diff + g2 * F::new(2.0) * mt;
-            cp = gp * magnitude_slope::<F>(pp, eps, magnitude);
-            ct = gt * magnitude_slope::<F>(qq, eps, magnitude);
+            cp = gp * magnitude_slope::<F>(pp, eps, comptime![cfg.frame.magnitude]);
+            ct = gt * magnitude_slope::<F>(qq, eps, comptime![cfg.frame.magnitude]);
         }
         s_re[ep] = cp * pr;
         s_im[ep] = cp * pi;
@@ -317,19 +273,39 @@ pub(crate) fn loss_backward_kernel<F: Float>(
         s_im[et] = ct * qi;
     }
     sync_cube();
-    fft_stages::<F>(&mut s_re, &mut s_im, tw_re, tw_im, log_w, comptime![2 * rows], threads, true);
+    fft_stages::<F>(&mut s_re, &mut s_im, tables, frame, comptime![2 * rows], true);
 
     #[unroll]
-    for q in 0..comptime![rows * w / threads] {
+    for q in 0..comptime![cfg.frame.rows * w / cfg.frame.threads] {
         let e = t + q * threads;
         let r = e / w;
         let n = e % w;
         if first + r < total {
             let src = r * w + reverse_bits(n, log_w);
-            let wn = window[n];
-            grad_frames_p[(first + r) * w + n] = wn * s_re[src];
-            grad_frames_t[(first + r) * w + n] = wn * s_re[rows * w + src];
+            let wn = tables.window[n];
+            grad_frames.pred[(first + r) * w + n] = wn * s_re[src];
+            grad_frames.target[(first + r) * w + n] = wn * s_re[rows * w + src];
         }
+    }
+}
+
+impl LossParams {
+    /// The fused loss kernels' comptime configuration for window `win` on `client`'s device.
+    fn config<R: CubeRuntime>(&self, client: &ComputeClient<R>, win: usize) -> LossConfig {
+        LossConfig {
+            frame: frame_config(client, win, self.magnitude),
+            distance: self.distance,
+            spectral_convergence: self.spectral_convergence > 0.0,
+        }
+    }
+
+    /// The runtime scalars as a kernel argument.
+    fn scalars<R: Runtime, F: FloatElement>(&self) -> LossScalarsLaunch<R> {
+        LossScalarsLaunch::new(
+            InputScalar::new(self.eps, F::dtype()),
+            InputScalar::new(self.scale, F::dtype()),
+            InputScalar::new(self.spectral_convergence, F::dtype()),
+        )
     }
 }
 
@@ -346,34 +322,22 @@ pub fn loss_forward<R: CubeRuntime, F: FloatElement>(
     let win = tables.win();
     let (pred, target) = (into_contiguous(pred), into_contiguous(target));
     let client = pred.client.clone();
-    let plan: Plan = plan(&client, win);
-    let frames = frames_of(t, win, p.hop);
-    let total = signals * frames;
-    let cubes = total.div_ceil(plan.rows).clamp(1, MAX_LOSS_CUBES);
+    let cfg = p.config(&client, win);
+    let range = FrameRange::all(signals, t, win, p.hop);
+    let cubes = range.total.div_ceil(cfg.frame.rows).clamp(1, MAX_LOSS_CUBES);
     let partials = empty::<R, F>(&pred, vec![cubes, 3]);
     let sums = empty::<R, F>(&pred, vec![3]);
     let loss = empty::<R, F>(&pred, vec![1]);
     loss_forward_kernel::launch::<F, R>(
         &client,
         CubeCount::Static(cubes as u32, 1, 1),
-        CubeDim::new_1d(plan.threads as u32),
-        pred.into_tensor_arg(),
-        target.into_tensor_arg(),
-        tables.window.clone().into_tensor_arg(),
-        tables.tw_re.clone().into_tensor_arg(),
-        tables.tw_im.clone().into_tensor_arg(),
+        CubeDim::new_1d(cfg.frame.threads as u32),
+        PairLaunch::new(pred.into_tensor_arg(), target.into_tensor_arg()),
+        tables.arg::<F>(),
         partials.clone().into_tensor_arg(),
         InputScalar::new(p.eps, F::dtype()),
-        total as u32,
-        frames as u32,
-        t as u32,
-        p.hop as u32,
-        cubes as u32,
-        plan.log_n,
-        plan.rows,
-        plan.threads,
-        magnitude_code(p.magnitude),
-        distance_code(p.distance),
+        range.arg(),
+        cfg,
     );
     loss_finish_kernel::launch::<F, R>(
         &client,
@@ -382,12 +346,9 @@ pub fn loss_forward<R: CubeRuntime, F: FloatElement>(
         partials.into_tensor_arg(),
         sums.clone().into_tensor_arg(),
         loss.clone().into_tensor_arg(),
-        InputScalar::new(p.eps, F::dtype()),
-        InputScalar::new(p.scale, F::dtype()),
-        InputScalar::new(p.spectral_convergence, F::dtype()),
-        cubes as u32,
+        p.scalars::<R, F>(),
         FINISH_THREADS,
-        p.spectral_convergence > 0.0,
+        cfg.spectral_convergence,
     );
     (loss, sums)
 }
@@ -407,48 +368,32 @@ pub fn loss_backward<R: CubeRuntime, F: FloatElement>(
     let win = tables.win();
     let (pred, target, grad_loss) = (into_contiguous(pred), into_contiguous(target), into_contiguous(grad_loss));
     let client = pred.client.clone();
-    let plan = plan(&client, win);
-    let frames = frames_of(t, win, p.hop);
-    let chunk = signal_chunk::<F>(signals, frames, win);
+    let cfg = p.config(&client, win);
+    let all = FrameRange::all(signals, t, win, p.hop);
+    let chunk = signal_chunk::<F>(signals, all.frames, win);
     let grad_p = empty::<R, F>(&pred, vec![signals, t]);
     let grad_t = empty::<R, F>(&pred, vec![signals, t]);
-    let frames_p = empty::<R, F>(&pred, vec![chunk * frames, win]);
-    let frames_t = empty::<R, F>(&pred, vec![chunk * frames, win]);
+    let frames_p = empty::<R, F>(&pred, vec![chunk * all.frames, win]);
+    let frames_t = empty::<R, F>(&pred, vec![chunk * all.frames, win]);
     let mut start = 0;
     while start < signals {
-        let count = chunk.min(signals - start);
-        let total = count * frames;
+        let range = all.signals(start, chunk.min(signals - start));
         loss_backward_kernel::launch::<F, R>(
             &client,
-            grid(total.div_ceil(plan.rows)),
-            CubeDim::new_1d(plan.threads as u32),
-            pred.clone().into_tensor_arg(),
-            target.clone().into_tensor_arg(),
-            tables.window.clone().into_tensor_arg(),
-            tables.tw_re.clone().into_tensor_arg(),
-            tables.tw_im.clone().into_tensor_arg(),
+            grid(range.total.div_ceil(cfg.frame.rows)),
+            CubeDim::new_1d(cfg.frame.threads as u32),
+            PairLaunch::new(pred.clone().into_tensor_arg(), target.clone().into_tensor_arg()),
+            tables.arg::<F>(),
             grad_loss.clone().into_tensor_arg(),
             sums.clone().into_tensor_arg(),
-            frames_p.clone().into_tensor_arg(),
-            frames_t.clone().into_tensor_arg(),
-            InputScalar::new(p.eps, F::dtype()),
-            InputScalar::new(p.scale, F::dtype()),
-            InputScalar::new(p.spectral_convergence, F::dtype()),
-            (start * frames) as u32,
-            total as u32,
-            frames as u32,
-            t as u32,
-            p.hop as u32,
-            plan.log_n,
-            plan.rows,
-            plan.threads,
-            magnitude_code(p.magnitude),
-            distance_code(p.distance),
-            p.spectral_convergence > 0.0,
+            PairLaunch::new(frames_p.clone().into_tensor_arg(), frames_t.clone().into_tensor_arg()),
+            p.scalars::<R, F>(),
+            range.arg(),
+            cfg,
         );
-        overlap_add::<R, F>(&frames_p, &grad_p, start, count, frames, t, p.hop, win);
-        overlap_add::<R, F>(&frames_t, &grad_t, start, count, frames, t, p.hop, win);
-        start += count;
+        overlap_add::<R, F>(&frames_p, &grad_p, &range);
+        overlap_add::<R, F>(&frames_t, &grad_t, &range);
+        start += chunk;
     }
     (grad_p, grad_t)
 }

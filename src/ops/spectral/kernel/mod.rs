@@ -30,7 +30,7 @@ use burn_cubecl::{kernel::into_contiguous, tensor::CubeTensor, CubeRuntime, Floa
 use cubecl::prelude::*;
 
 use crate::ops::butterfly::kernel::{reverse_bits, Plan};
-use crate::ops::spectral::Magnitude;
+use crate::ops::spectral::{Distance, Magnitude};
 
 /// Largest window the fused kernels handle (one frame must fit in shared memory, as for the
 /// butterfly: 2 · 4096 · 4 bytes = 32 KiB in f32). Larger windows take the reference path.
@@ -55,6 +55,97 @@ impl<R: CubeRuntime> Tables<R> {
     pub fn win(&self) -> usize {
         self.window.meta.shape()[0]
     }
+
+    /// The tables as a kernel argument.
+    pub fn arg<F: Float>(&self) -> FrameTablesLaunch<F, R> {
+        FrameTablesLaunch::new(
+            self.window.clone().into_tensor_arg(),
+            self.tw_re.clone().into_tensor_arg(),
+            self.tw_im.clone().into_tensor_arg(),
+        )
+    }
+}
+
+/// The constant tables in a kernel: the window `[W]` and the twiddles `e^{−2πi j/W}` `[W/2]`.
+#[derive(CubeLaunch, CubeType)]
+pub(crate) struct FrameTables<F: Float> {
+    pub window: Tensor<F>,
+    pub tw_re: Tensor<F>,
+    pub tw_im: Tensor<F>,
+}
+
+/// Which frames a launch covers: frames `offset … offset + total` of signals of `t_len` samples,
+/// `frames` frames per signal, `hop` apart (frame `g` is frame `g % frames` of signal
+/// `g / frames`). The backward takes signals in chunks, hence the offset.
+#[derive(CubeLaunch, CubeType)]
+pub(crate) struct Framing {
+    pub offset: u32,
+    pub total: u32,
+    pub frames: u32,
+    pub t_len: u32,
+    pub hop: u32,
+}
+
+/// [`Framing`] on the host.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct FrameRange {
+    /// First frame of the launch.
+    pub offset: usize,
+    /// Frames of the launch.
+    pub total: usize,
+    /// Frames per signal.
+    pub frames: usize,
+    /// Samples per signal.
+    pub t_len: usize,
+    /// Hop between frames.
+    pub hop: usize,
+}
+
+impl FrameRange {
+    /// Every frame of `signals` signals of `t_len` samples.
+    pub fn all(signals: usize, t_len: usize, win: usize, hop: usize) -> Self {
+        let frames = forward::frames_of(t_len, win, hop);
+        FrameRange { offset: 0, total: signals * frames, frames, t_len, hop }
+    }
+
+    /// The frames of signals `start … start + count`.
+    pub fn signals(self, start: usize, count: usize) -> Self {
+        FrameRange { offset: start * self.frames, total: count * self.frames, ..self }
+    }
+
+    /// As a kernel argument.
+    pub fn arg<R: Runtime>(&self) -> FramingLaunch<R> {
+        FramingLaunch::new(
+            self.offset as u32,
+            self.total as u32,
+            self.frames as u32,
+            self.t_len as u32,
+            self.hop as u32,
+        )
+    }
+}
+
+/// What a spectral kernel is compiled for: the frame length, the cube's shape and the magnitude
+/// measure.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct FrameConfig {
+    /// log2 W.
+    pub log_w: usize,
+    /// Frames a cube holds (of each input, in the loss kernels).
+    pub rows: usize,
+    /// Threads per cube.
+    pub threads: usize,
+    /// Magnitude measure.
+    pub magnitude: Magnitude,
+}
+
+/// What the fused loss kernels are compiled for: [`FrameConfig`], the distance, and whether the
+/// spectral-convergence term is on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct LossConfig {
+    pub frame: FrameConfig,
+    pub distance: Distance,
+    pub spectral_convergence: bool,
 }
 
 /// Whether the fused kernels can run for window `win` on `device` in float type `F`: `win` a
@@ -68,21 +159,20 @@ pub(crate) fn plan<R: CubeRuntime>(client: &cubecl::client::ComputeClient<R>, wi
     Plan::new(win, client.properties().hardware.max_units_per_cube as usize)
 }
 
-/// The magnitude measure as a kernel constant.
-pub(crate) fn magnitude_code(m: Magnitude) -> u32 {
-    match m {
-        Magnitude::Linear => 0,
-        Magnitude::Power => 1,
-        Magnitude::Log => 2,
-    }
+/// The kernels' comptime configuration for window `win` on `client`'s device.
+pub(crate) fn frame_config<R: CubeRuntime>(
+    client: &cubecl::client::ComputeClient<R>,
+    win: usize,
+    magnitude: Magnitude,
+) -> FrameConfig {
+    let plan = plan(client, win);
+    FrameConfig { log_w: plan.log_n, rows: plan.rows, threads: plan.threads, magnitude }
 }
 
-/// Loads the cube's `rows` frames into shared memory, windowed and in bit-reversed order
-/// (imaginary parts zero). Slot `slot0 + r` holds frame `first + r` of the `total` frames; frame `g` is
-/// frame `g % frames` of signal `g / frames` and starts at sample `(g % frames) · hop`. Slots past
-/// the last frame are zero.
+/// Loads `cfg.rows` frames into shared memory, windowed and in bit-reversed order (imaginary
+/// parts zero). Slot `slot0 + r` holds frame `first + r` of the launch's frames (see
+/// [`Framing`]); slots past the last frame are zero.
 #[cube]
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn load_frames<F: Float>(
     x: &Tensor<F>,
     window: &Tensor<F>,
@@ -90,23 +180,26 @@ pub(crate) fn load_frames<F: Float>(
     s_im: &mut SharedMemory<F>,
     slot0: usize,
     first: usize,
-    total: usize,
-    frames: usize,
-    t_len: usize,
-    hop: usize,
-    #[comptime] log_w: usize,
-    #[comptime] rows: usize,
-    #[comptime] threads: usize,
+    framing: &Framing,
+    #[comptime] cfg: FrameConfig,
 ) {
-    let w = comptime![1usize << log_w];
+    let log_w = comptime![cfg.log_w];
+    let w = comptime![1usize << cfg.log_w];
+    let threads = comptime![cfg.threads];
+    let total = framing.total as usize;
+    let frames = framing.frames as usize;
+    let offset = framing.offset as usize;
+    let t_len = framing.t_len as usize;
+    let hop = framing.hop as usize;
     let t = UNIT_POS_X as usize;
     #[unroll]
-    for q in 0..comptime![rows * w / threads] {
+    for q in 0..comptime![cfg.rows * w / cfg.threads] {
         let e = t + q * threads;
-        let g = first + e / w;
+        let r = first + e / w;
         let n = reverse_bits(e % w, log_w);
         let mut v = F::new(0.0);
-        if g < total {
+        if r < total {
+            let g = offset + r;
             let f = g % frames;
             v = x[(g / frames) * t_len + f * hop + n] * window[n];
         }
@@ -116,13 +209,13 @@ pub(crate) fn load_frames<F: Float>(
 }
 
 /// `|X|` of one bin from its power `p = re² + im²`: linear `sqrt(p + eps)`, power `p`, or log
-/// `½ ln(p + eps)` (`magnitude` = 0, 1, 2).
+/// `½ ln(p + eps)`
 #[cube]
-pub(crate) fn magnitude_of<F: Float>(p: F, eps: F, #[comptime] magnitude: u32) -> F {
+pub(crate) fn magnitude_of<F: Float>(p: F, eps: F, #[comptime] magnitude: Magnitude) -> F {
     let mut m = p;
-    if comptime![magnitude == 0] {
+    if comptime![magnitude == Magnitude::Linear] {
         m = F::sqrt(p + eps);
-    } else if comptime![magnitude == 2] {
+    } else if comptime![magnitude == Magnitude::Log] {
         m = F::new(0.5) * F::ln(p + eps);
     }
     m
@@ -131,17 +224,17 @@ pub(crate) fn magnitude_of<F: Float>(p: F, eps: F, #[comptime] magnitude: u32) -
 /// The factor f with `∂|X|/∂re = f·re`, `∂|X|/∂im = f·im`: linear `1/sqrt(p + eps)`, power `2`,
 /// log `1/(p + eps)`.
 #[cube]
-pub(crate) fn magnitude_slope<F: Float>(p: F, eps: F, #[comptime] magnitude: u32) -> F {
+pub(crate) fn magnitude_slope<F: Float>(p: F, eps: F, #[comptime] magnitude: Magnitude) -> F {
     let mut f = F::new(2.0);
-    if comptime![magnitude == 0] {
+    if comptime![magnitude == Magnitude::Linear] {
         f = F::new(1.0) / F::sqrt(p + eps);
-    } else if comptime![magnitude == 2] {
+    } else if comptime![magnitude == Magnitude::Log] {
         f = F::new(1.0) / (p + eps);
     }
     f
 }
 
-/// The radix-2 stages of `rows` length-W transforms held in shared memory, with twiddles
+/// The radix-2 stages of `slots` length-W transforms held in shared memory, with twiddles
 /// `tw[j] = e^{−2πi j/W}` for j < W/2. Forward (`inverse = false`): decimation in time,
 /// bit-reversed input → natural-order spectrum. Inverse (`inverse = true`): decimation in
 /// frequency with conjugate twiddles, natural-order input → bit-reversed output, unnormalised
@@ -150,16 +243,16 @@ pub(crate) fn magnitude_slope<F: Float>(p: F, eps: F, #[comptime] magnitude: u32
 pub(crate) fn fft_stages<F: Float>(
     s_re: &mut SharedMemory<F>,
     s_im: &mut SharedMemory<F>,
-    tw_re: &Tensor<F>,
-    tw_im: &Tensor<F>,
-    #[comptime] log_w: usize,
-    #[comptime] rows: usize,
-    #[comptime] threads: usize,
+    tables: &FrameTables<F>,
+    #[comptime] cfg: FrameConfig,
+    #[comptime] slots: usize,
     #[comptime] inverse: bool,
 ) {
-    let w = comptime![1usize << log_w];
+    let log_w = comptime![cfg.log_w];
+    let threads = comptime![cfg.threads];
+    let w = comptime![1usize << cfg.log_w];
     let half = comptime![w / 2];
-    let per_thread = comptime![rows * half / threads];
+    let per_thread = comptime![slots * w / 2 / cfg.threads];
     let t = UNIT_POS_X as usize;
     for i in 0..log_w {
         let mut s = i;
@@ -175,17 +268,17 @@ pub(crate) fn fft_stages<F: Float>(
             let i0 = (b / half) * w + ((k >> s) << (s + 1)) + j;
             let i1 = i0 + st;
             let tw = j << (log_w - 1 - s);
-            let wr = tw_re[tw];
+            let wr = tables.tw_re[tw];
             let (ar, ai, br, bi) = (s_re[i0], s_im[i0], s_re[i1], s_im[i1]);
             if comptime![inverse] {
-                let wi = F::new(0.0) - tw_im[tw];
+                let wi = F::new(0.0) - tables.tw_im[tw];
                 let (dr, di) = (ar - br, ai - bi);
                 s_re[i0] = ar + br;
                 s_im[i0] = ai + bi;
                 s_re[i1] = wr * dr - wi * di;
                 s_im[i1] = wr * di + wi * dr;
             } else {
-                let wi = tw_im[tw];
+                let wi = tables.tw_im[tw];
                 let tr = wr * br - wi * bi;
                 let ti = wr * bi + wi * br;
                 s_re[i0] = ar + tr;
