@@ -219,9 +219,10 @@ impl Checkpoint {
         }
         // Burn 0.21 creates loaded tensors in the device's default dtype, which another precision
         // may have set in this process (see `crate::tensors`): rebuild them in B's own dtype.
-        // The parameter ids are kept: the optimiser's saved state is keyed by them.
+        // The parameter ids are kept: the optimiser's saved state is keyed by them. They are
+        // trainable again (a resumed run needs their gradients).
         let own = |p: &Param<Tensor<B, 4>>| {
-            Param::initialized(p.id, float_tensor::<B, 4>(to_f64_vec(p.val()), expected, device))
+            Param::initialized(p.id, float_tensor::<B, 4>(to_f64_vec(p.val()), expected, device).require_grad())
         };
         layer.twiddle_re = own(&layer.twiddle_re);
         layer.twiddle_im = own(&layer.twiddle_im);

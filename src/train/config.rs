@@ -87,8 +87,13 @@ impl TrainConfig {
                 Err(Error::invalid("train", format!("{name} finite and > 0"), v))
             }
         };
-        positive("lr", self.lr)?;
-        positive("lr_final", self.lr_final)?;
+        if !(self.lr.is_finite() && self.lr_final > 0.0 && self.lr_final <= self.lr) {
+            return Err(Error::invalid(
+                "train",
+                "finite learning rates with 0 < lr_final ≤ lr",
+                format!("lr = {}, lr_final = {}", self.lr, self.lr_final),
+            ));
+        }
         positive("switch_rmse", self.switch_rmse)?;
         positive("cg_tol", self.cg_tol)?;
         if let Some(s) = self.stop_rmse {
@@ -111,11 +116,5 @@ impl TrainConfig {
             }
         }
         Ok(log_n)
-    }
-
-    /// Adam's learning rate at step `t` of an attempt (cosine decay).
-    pub fn lr_at(&self, t: usize) -> f64 {
-        let x = (t as f64 / self.adam_steps.max(1) as f64).min(1.0);
-        self.lr_final + 0.5 * (self.lr - self.lr_final) * (1.0 + (std::f64::consts::PI * x).cos())
     }
 }

@@ -17,6 +17,7 @@
 //! the floor; nothing on the device is f64. The host reads losses to decide and to log; the
 //! final rmse and floor in the [`TrainReport`] are measured afterwards against the f64 target.
 
+mod adam;
 pub mod checkpoint;
 pub mod config;
 pub mod export;
@@ -24,6 +25,7 @@ pub mod gauge;
 pub mod logging;
 pub mod objective;
 pub mod polish;
+mod run;
 mod trainer;
 
 pub use checkpoint::{Checkpoint, Phase, TrainState};

@@ -16,8 +16,12 @@
 
 use burn::tensor::{backend::Backend, Tensor};
 
+use super::checkpoint::Phase;
+use super::gauge::{fix_gauge, gauge_mask};
 use super::objective::{scalar, Complex2, Objective};
+use super::run::{Run, INITIAL_LOG2_LAMBDA};
 use crate::backend::FftBackend;
+use crate::error::{Error, Result};
 use crate::ops::butterfly::reference::{butterfly_stage, permute_input};
 use crate::ops::ButterflyOps;
 use crate::ops::Permutation;
@@ -208,5 +212,87 @@ impl<'a, B: FftBackend> Polish<'a, B> {
     /// Whether the phase is over: the loss reached `stop_loss`, or it stalled.
     pub fn done(&self, settings: &PolishSettings) -> bool {
         self.loss <= settings.stop_loss || self.stalled >= settings.max_stalled
+    }
+}
+
+/// Phase 2 of the trainer: Levenberg–Marquardt on every twiddle until the loss stops falling;
+/// then (`fix_gauge`) the gauge is fixed and a second stage polishes the free twiddles.
+impl<B: FftBackend> Run<'_, B> {
+    /// Runs the polish phase to its end (nothing happens if the run is not in it).
+    pub(super) fn polish(&mut self) -> Result<()> {
+        if self.state.phase != Phase::Polish {
+            return Ok(());
+        }
+        let settings = PolishSettings {
+            cg_iters: self.cfg.cg_iters,
+            cg_tol: self.cfg.cg_tol,
+            stop_loss: self.cfg.stop_rmse.map_or(0.0, |s| s * s),
+            max_stalled: self.cfg.max_stalled,
+        };
+        loop {
+            let reached = self.polish_stage(&settings)?;
+            let more = self.cfg.fix_gauge && !self.state.gauge_fixed && !reached;
+            if !more || self.state.attempt_step >= self.cfg.polish_iters || !self.enter_fixed_gauge() {
+                break;
+            }
+        }
+        self.state.phase = Phase::Done;
+        Ok(())
+    }
+
+    /// One stage from the layer's twiddles (only the free ones once the gauge is fixed) until
+    /// it stalls, reaches `stop_loss` or uses up `polish_iters`; the layer takes the result.
+    /// Returns whether the loss reached `stop_loss`.
+    fn polish_stage(&mut self, settings: &PolishSettings) -> Result<bool> {
+        let theta = self.twiddles();
+        let n = self.cfg.n;
+        let mask = if self.state.gauge_fixed {
+            gauge_mask::<B::InnerBackend>(n.trailing_zeros() as usize, n / 2, self.device)
+        } else {
+            theta.re.ones_like()
+        };
+        let objective = self.inner_objective.clone();
+        let mut polish =
+            Polish::<B>::new(&objective, self.perm, theta, mask, self.state.log2_lambda, self.state.stalled);
+        if !polish.loss.is_finite() {
+            return Err(Error::Diverged { what: "loss", value: polish.loss, step: self.state.step });
+        }
+        loop {
+            let done = polish.done(settings) || self.state.attempt_step >= self.cfg.polish_iters;
+            if self.logs(done) {
+                self.report(polish.loss, None)?;
+            }
+            if done {
+                break;
+            }
+            if self.checkpoint_due() {
+                self.keep(&polish);
+                self.save()?;
+            }
+            polish.step(settings);
+            self.state.step += 1;
+            self.state.attempt_step += 1;
+        }
+        self.keep(&polish);
+        Ok(polish.loss <= settings.stop_loss)
+    }
+
+    /// The layer and the state take the stage's twiddles and damping.
+    fn keep(&mut self, polish: &Polish<'_, B>) {
+        self.state.log2_lambda = polish.log2_lambda;
+        self.state.stalled = polish.stalled;
+        self.set_twiddles(polish.theta.clone());
+    }
+
+    /// Moves the layer to the fixed gauge (the product unchanged) and resets the damping;
+    /// `false` where the twiddles cannot be gauge-fixed (a first column near zero).
+    fn enter_fixed_gauge(&mut self) -> bool {
+        let theta = self.twiddles();
+        let Some((re, im)) = fix_gauge(theta.re, theta.im) else { return false };
+        self.set_twiddles(Twiddles { re, im });
+        self.state.gauge_fixed = true;
+        self.state.stalled = 0;
+        self.state.log2_lambda = INITIAL_LOG2_LAMBDA;
+        true
     }
 }

@@ -374,3 +374,58 @@ fn shipped_checkpoints_are_under_the_f32_bar_here_too() {
         assert!(rmse <= F32_TRAIN_BAR_OVER_FLOOR * floor, "N = {n}: rmse {rmse:e} > floor {floor:e} on candle");
     }
 }
+
+/// Records every progress record; copies the running checkpoint away when it first sees step
+/// `copy_at + 1` (the file then holds the state at step `copy_at`).
+struct PathRecorder {
+    path: Vec<(usize, u64)>,
+    copy: Option<(PathBuf, PathBuf, usize)>,
+}
+
+impl learned_fft::train::Observer for PathRecorder {
+    fn progress(&mut self, p: &learned_fft::train::Progress) {
+        self.path.push((p.step, p.loss.to_bits()));
+        if let Some((from, to, at)) = &self.copy {
+            if p.step == at + 1 {
+                std::fs::copy(from.join("checkpoint.lfft"), to.join("checkpoint.lfft")).expect("copy the checkpoint");
+                std::fs::copy(from.join("config.json"), to.join("config.json")).expect("copy the config");
+                self.copy = None;
+            }
+        }
+    }
+}
+
+/// A run resumed from a checkpoint taken mid-Adam takes the uninterrupted run's path: the same
+/// loss, bit for bit, at every step from the checkpoint on (optimiser state, schedule position
+/// and parameters restored, gradients flowing), and the same end.
+#[test]
+fn resumed_run_follows_the_uninterrupted_run() {
+    let (full_dir, cut_dir) = (scratch("resume-full"), scratch("resume-cut"));
+    let at = 40;
+    let config = |dir: &Path| {
+        TrainConfig::new(16)
+            .with_backend(BackendKind::Ndarray)
+            .with_seed(5)
+            .with_log_every(1)
+            .with_checkpoint_every(at)
+            .with_checkpoint_dir(Some(dir.display().to_string()))
+    };
+    let mut full = PathRecorder { path: Vec::new(), copy: Some((full_dir.clone(), cut_dir.clone(), at)) };
+    let a = Trainer::new(config(&full_dir)).unwrap().run(&mut full).unwrap();
+    assert!(full.copy.is_none(), "the run passed step {}", at + 1);
+    let ckpt = Checkpoint::read(cut_dir.join("checkpoint.lfft")).unwrap();
+    assert_eq!((ckpt.state.step, ckpt.state.phase), (at, Phase::Adam), "the copy is the mid-Adam checkpoint");
+    let mut resumed = PathRecorder { path: Vec::new(), copy: None };
+    let b = Trainer::new(config(&cut_dir)).unwrap().with_resume(true).run(&mut resumed).unwrap();
+    assert_eq!(b.resumed_from, Some(at));
+    let expected: Vec<(usize, u64)> = full.path.iter().copied().filter(|&(s, _)| s >= at).collect();
+    assert!(expected.len() > 10, "the uninterrupted run went on past step {at}");
+    let diverged = expected.iter().zip(&resumed.path).position(|(x, y)| x != y);
+    assert!(
+        diverged.is_none() && expected.len() == resumed.path.len(),
+        "the resumed run leaves the uninterrupted run's path at record {diverged:?}: {:?} vs {:?}",
+        diverged.map(|i| expected[i]),
+        diverged.map(|i| resumed.path[i])
+    );
+    assert_eq!((a.steps, a.attempts, a.rmse.to_bits()), (b.steps, b.attempts, b.rmse.to_bits()));
+}

@@ -1,0 +1,293 @@
+//! One training run's state and bookkeeping: the layer, the optimiser, the [`TrainState`], and
+//! what every phase does around its steps (progress records, TensorBoard, checkpoints). The
+//! phases themselves are [`super::adam`] and [`super::polish`].
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use burn::lr_scheduler::cosine::{CosineAnnealingLrScheduler, CosineAnnealingLrSchedulerConfig};
+use burn::lr_scheduler::LrScheduler;
+use burn::module::Param;
+use burn::optim::adaptor::OptimizerAdaptor;
+use burn::optim::{Adam, AdamConfig, Optimizer};
+use burn::tensor::Tensor;
+
+use super::checkpoint::{self, Checkpoint, Phase, TrainState, CONFIG_FILE};
+use super::config::TrainConfig;
+use super::logging::TensorBoard;
+use super::objective::{scalar, Objective};
+use super::polish::Twiddles;
+use super::trainer::{Observer, Progress, Trainer};
+use crate::backend::FftBackend;
+use crate::error::{Error, Result};
+use crate::nn::{exact_fft, Butterfly, ButterflyConfig, ButterflyInit};
+use crate::ops::Permutation;
+use crate::reference::Target;
+
+/// The initial log2 of the Levenberg–Marquardt damping.
+pub(super) const INITIAL_LOG2_LAMBDA: i32 = -10;
+
+/// Adam on the layer, as the trainer configures it.
+pub(super) type AdamOptimizer<B> = OptimizerAdaptor<Adam, Butterfly<B>, B>;
+
+/// A run in progress on backend `B`.
+pub(super) struct Run<'a, B: FftBackend> {
+    pub cfg: &'a TrainConfig,
+    pub device: &'a B::Device,
+    observer: &'a mut dyn Observer,
+    /// The loss Adam differentiates.
+    pub objective: Objective<B>,
+    /// The same loss on the inner backend (polish, final loss).
+    pub inner_objective: Objective<B::InnerBackend>,
+    /// The floor as the device measures it (progress only; the report uses the f64 metric).
+    floor_device: Option<f64>,
+    pub layer: Butterfly<B>,
+    pub optim: AdamOptimizer<B>,
+    /// The learning rate's factor on `lr`.
+    pub schedule: CosineAnnealingLrScheduler,
+    pub state: TrainState,
+    pub perm: Permutation,
+    pub resumed_from: Option<usize>,
+    ckpt_path: Option<PathBuf>,
+    last_ckpt: Option<usize>,
+    tb: Option<TensorBoard>,
+    clock: Instant,
+    base_seconds: f64,
+}
+
+impl<'a, B: FftBackend> Run<'a, B> {
+    /// A fresh run, or (`trainer` resuming) the run saved in the checkpoint directory.
+    pub fn start(trainer: &'a Trainer, device: &'a B::Device, observer: &'a mut dyn Observer) -> Result<Self> {
+        let cfg = trainer.config();
+        cfg.validate()?;
+        let n = cfg.n;
+        let objective = Objective::<B>::new(&cfg.target, n, device)?;
+        let inner_objective = Objective::<B::InnerBackend>::new(&cfg.target, n, device)?;
+        let floor_device = match cfg.target {
+            Target::Dft | Target::Idft => {
+                let exact = exact_fft::<B::InnerBackend>(n, cfg.target == Target::Idft, device)?;
+                let loss = inner_objective.loss(exact.twiddle_re.val(), exact.twiddle_im.val(), exact.permutation());
+                Some(scalar(loss).sqrt())
+            }
+            _ => None,
+        };
+        let ckpt_path = trainer.checkpoint_path();
+        let (layer, optim, state) = match (&ckpt_path, trainer.resumes()) {
+            (Some(path), true) => resume::<B>(path, cfg, device)?,
+            (None, true) => return Err(Error::invalid("train.resume", "a checkpoint directory", "none")),
+            (_, false) => (fresh_layer(cfg, 0, device)?, new_optim::<B>(), TrainState::start()),
+        };
+        let resumed_from = trainer.resumes().then_some(state.step);
+        let schedule = schedule::<B>(cfg, state.attempt_step)?;
+        if let Some(dir) = &cfg.checkpoint_dir {
+            let json = serde_json::to_vec_pretty(cfg)
+                .map_err(|e| Error::invalid("train", "a config that encodes as JSON", e))?;
+            checkpoint::write_atomic(&Path::new(dir).join(CONFIG_FILE), &json)?;
+        }
+        let tb = cfg.log_dir.as_ref().map(TensorBoard::open).transpose()?;
+        let perm = layer.permutation();
+        let base_seconds = state.seconds;
+        Ok(Run {
+            cfg,
+            device,
+            observer,
+            objective,
+            inner_objective,
+            floor_device,
+            layer,
+            optim,
+            schedule,
+            state,
+            perm,
+            resumed_from,
+            ckpt_path,
+            last_ckpt: resumed_from,
+            tb,
+            clock: Instant::now(),
+            base_seconds,
+        })
+    }
+
+    /// Tells the observer where the run starts.
+    pub fn announce(&mut self, selected: &crate::backend::Selected) {
+        self.observer.start(selected, self.cfg, self.state.step);
+    }
+
+    /// Starts attempt `attempt` from new random weights, with a new optimiser and schedule.
+    pub fn restart(&mut self, attempt: usize) -> Result<()> {
+        self.state.attempt = attempt;
+        self.state.attempt_step = 0;
+        self.layer = fresh_layer(self.cfg, attempt, self.device)?;
+        self.optim = new_optim::<B>();
+        self.schedule = schedule::<B>(self.cfg, 0)?;
+        Ok(())
+    }
+
+    /// Whether this step gets a progress record (every `log_every` steps, and at `ends`).
+    pub fn logs(&self, ends: bool) -> bool {
+        ends || self.state.step.is_multiple_of(self.cfg.log_every)
+    }
+
+    /// Sends a progress record to the observer and TensorBoard.
+    pub fn report(&mut self, loss: f64, lr: Option<f64>) -> Result<()> {
+        let p = Progress {
+            step: self.state.step,
+            phase: self.state.phase,
+            attempt: self.state.attempt,
+            loss,
+            rmse: loss.sqrt(),
+            floor: self.floor_device,
+            lr,
+            seconds: self.clock.elapsed().as_secs_f64(),
+        };
+        self.observer.progress(&p);
+        if let Some(tb) = self.tb.as_mut() {
+            let mut v = vec![("loss", p.loss), ("rmse", p.rmse)];
+            v.extend(p.floor.map(|f| ("floor", f)));
+            v.extend(p.lr.map(|lr| ("lr", lr)));
+            tb.scalars(p.step, &v)?;
+        }
+        Ok(())
+    }
+
+    /// Whether a checkpoint is due at this step.
+    pub fn checkpoint_due(&self) -> bool {
+        self.ckpt_path.is_some()
+            && self.state.step.is_multiple_of(self.cfg.checkpoint_every)
+            && self.last_ckpt != Some(self.state.step)
+    }
+
+    /// Writes the checkpoint (atomically), with the optimiser's record while Adam runs.
+    pub fn save(&mut self) -> Result<()> {
+        let Some(path) = &self.ckpt_path else { return Ok(()) };
+        let optim = match self.state.phase {
+            Phase::Adam => Some(checkpoint::record_bytes::<B, _>(self.optim.to_record())?),
+            _ => None,
+        };
+        self.state.seconds = self.seconds();
+        checkpoint::write(path, self.cfg, &self.state, &self.layer, optim)?;
+        self.last_ckpt = Some(self.state.step);
+        Ok(())
+    }
+
+    /// Seconds of training, over resumed runs too.
+    pub fn seconds(&self) -> f64 {
+        self.base_seconds + self.clock.elapsed().as_secs_f64()
+    }
+
+    /// The layer's twiddles on the inner backend.
+    pub fn twiddles(&self) -> Twiddles<B::InnerBackend> {
+        Twiddles { re: self.layer.twiddle_re.val().inner(), im: self.layer.twiddle_im.val().inner() }
+    }
+
+    /// Replaces the layer's twiddles (trainable, no gradient history).
+    pub fn set_twiddles(&mut self, theta: Twiddles<B::InnerBackend>) {
+        self.layer.twiddle_re = Param::from_tensor(Tensor::from_inner(theta.re).require_grad());
+        self.layer.twiddle_im = Param::from_tensor(Tensor::from_inner(theta.im).require_grad());
+    }
+
+    /// Ends the run: closes TensorBoard.
+    pub fn close(mut self) -> Result<Ended<B>> {
+        if let Some(tb) = self.tb.take() {
+            tb.close()?;
+        }
+        Ok(Ended { layer: self.layer, state: self.state, resumed_from: self.resumed_from, checkpoint: self.ckpt_path })
+    }
+}
+
+/// What a run leaves.
+pub(super) struct Ended<B: FftBackend> {
+    pub layer: Butterfly<B>,
+    pub state: TrainState,
+    /// The step it resumed from, if it did.
+    pub resumed_from: Option<usize>,
+    /// Its checkpoint file, if it wrote one.
+    pub checkpoint: Option<PathBuf>,
+}
+
+impl TrainState {
+    /// The state of a run that has not begun.
+    pub(super) fn start() -> Self {
+        TrainState {
+            step: 0,
+            attempt: 0,
+            attempt_step: 0,
+            phase: Phase::Adam,
+            log2_lambda: INITIAL_LOG2_LAMBDA,
+            gauge_fixed: false,
+            stalled: 0,
+            seconds: 0.0,
+        }
+    }
+}
+
+/// Attempt `attempt`'s random initial layer (seed `cfg.seed + attempt`).
+fn fresh_layer<B: FftBackend>(cfg: &TrainConfig, attempt: usize, device: &B::Device) -> Result<Butterfly<B>> {
+    ButterflyConfig::new(cfg.n).with_init(ButterflyInit::RandomUnitary { seed: cfg.seed + attempt as u64 }).init(device)
+}
+
+fn new_optim<B: FftBackend>() -> AdamOptimizer<B> {
+    AdamConfig::new().with_epsilon(1e-8).init::<B, Butterfly<B>>()
+}
+
+/// Burn's cosine decay, on the scale of `lr` (1 → `lr_final / lr` over `adam_steps`; the rate is
+/// `lr ×` its value, since Burn's scheduler takes rates in (0, 1] only), positioned so that its
+/// next `step()` gives the factor of attempt step `attempt_step`.
+fn schedule<B: FftBackend>(cfg: &TrainConfig, attempt_step: usize) -> Result<CosineAnnealingLrScheduler> {
+    let schedule = CosineAnnealingLrSchedulerConfig::new(1.0, cfg.adam_steps.max(1))
+        .with_min_lr(cfg.lr_final / cfg.lr)
+        .init()
+        .map_err(|e| Error::invalid("train", "0 < lr_final ≤ lr", e))?;
+    // The record is the last step taken (`usize::MAX` before the first).
+    Ok(schedule.load_record::<B>(attempt_step.wrapping_sub(1)))
+}
+
+/// The layer, optimiser and state saved in the checkpoint at `path`.
+fn resume<B: FftBackend>(
+    path: &Path,
+    cfg: &TrainConfig,
+    device: &B::Device,
+) -> Result<(Butterfly<B>, AdamOptimizer<B>, TrainState)> {
+    let ckpt = Checkpoint::read(path)?;
+    check_compatible(&ckpt.config, cfg)?;
+    let layer = ckpt.layer::<B>(device)?;
+    let mut optim = new_optim::<B>();
+    // Burn 0.21 decodes records in the device's default float dtype, which is fixed per device
+    // for the whole process: if this process already used the device at the other precision,
+    // Adam's state would come back in the wrong dtype.
+    let default_dtype = Tensor::<B, 1>::zeros([1], device).dtype();
+    let own = <B::FloatElem as burn::tensor::Element>::dtype();
+    if ckpt.state.phase == Phase::Adam && default_dtype != own {
+        return Err(Error::invalid(
+            "train.resume",
+            format!("a process whose default float type on this device is {own:?} (Burn keeps one per device)"),
+            format!("{default_dtype:?}; resume in a new process"),
+        ));
+    }
+    if let Some(record) = ckpt.optimizer_record::<B, _>(device)? {
+        optim = optim.load_record(record);
+    }
+    Ok((layer, optim, ckpt.state))
+}
+
+/// A resumed run must train the same shapes on the same problem.
+fn check_compatible(saved: &TrainConfig, new: &TrainConfig) -> Result<()> {
+    let op = "train.resume";
+    if saved.n != new.n {
+        return Err(Error::invalid(op, format!("n = {} as in the checkpoint", saved.n), format!("n = {}", new.n)));
+    }
+    if saved.target != new.target {
+        return Err(Error::invalid(
+            op,
+            format!("target {:?} as in the checkpoint", saved.target),
+            format!("{:?}", new.target),
+        ));
+    }
+    if saved.precision != new.precision {
+        return Err(Error::invalid(op, format!("precision {} as in the checkpoint", saved.precision), new.precision));
+    }
+    if saved.seed != new.seed {
+        return Err(Error::invalid(op, format!("seed {} as in the checkpoint", saved.seed), new.seed));
+    }
+    Ok(())
+}
