@@ -19,6 +19,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use burn::tensor::backend::AutodiffBackend;
+use clap::ValueEnum;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
@@ -40,7 +41,7 @@ pub type NdArrayBackend<F = f32> = burn::backend::NdArray<F>;
 pub type CudaBackend<F = f32, I = i32> = burn::backend::wgpu::CubeBackend<cubecl::cuda::CudaRuntime, F, I, u8>;
 
 /// Which backend to run on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum BackendKind {
     /// wgpu when a GPU adapter exists, else candle.
@@ -56,17 +57,6 @@ pub enum BackendKind {
 }
 
 impl BackendKind {
-    /// Lowercase name, as accepted by `--backend`.
-    pub fn name(self) -> &'static str {
-        match self {
-            BackendKind::Auto => "auto",
-            BackendKind::Wgpu => "wgpu",
-            BackendKind::Candle => "candle",
-            BackendKind::Ndarray => "ndarray",
-            BackendKind::Cuda => "cuda",
-        }
-    }
-
     /// The backend named by `LEARNED_FFT_BACKEND`, or `Auto` when it is unset or empty.
     pub fn from_env() -> Result<Self> {
         match std::env::var(BACKEND_ENV) {
@@ -78,26 +68,25 @@ impl BackendKind {
 
 impl fmt::Display for BackendKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
+        clap_name(self, f)
     }
 }
 
 impl FromStr for BackendKind {
     type Err = Error;
     fn from_str(s: &str) -> Result<Self> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "auto" => Ok(BackendKind::Auto),
-            "wgpu" => Ok(BackendKind::Wgpu),
-            "candle" => Ok(BackendKind::Candle),
-            "ndarray" => Ok(BackendKind::Ndarray),
-            "cuda" => Ok(BackendKind::Cuda),
-            _ => Err(Error::UnknownBackend(s.to_string())),
-        }
+        <Self as ValueEnum>::from_str(s.trim(), true).map_err(|_| Error::UnknownBackend(s.to_string()))
     }
 }
 
+/// Writes the name clap gives a variant (its lowercase name): the one spelling that `--backend`,
+/// `--precision`, the environment variable, `Display` and the JSON records share.
+fn clap_name<E: ValueEnum>(v: &E, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    f.write_str(v.to_possible_value().expect("no variant is skipped").get_name())
+}
+
 /// Floating-point precision of parameters and arithmetic.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum Precision {
     /// IEEE single precision.
@@ -109,21 +98,15 @@ pub enum Precision {
 
 impl fmt::Display for Precision {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Precision::F32 => "f32",
-            Precision::F64 => "f64",
-        })
+        clap_name(self, f)
     }
 }
 
 impl FromStr for Precision {
     type Err = Error;
     fn from_str(s: &str) -> Result<Self> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "f32" => Ok(Precision::F32),
-            "f64" => Ok(Precision::F64),
-            _ => Err(Error::invalid("precision", "f32 or f64", format!("{s:?}"))),
-        }
+        <Self as ValueEnum>::from_str(s.trim(), true)
+            .map_err(|_| Error::invalid("precision", "f32 or f64", format!("{s:?}")))
     }
 }
 
@@ -190,7 +173,7 @@ pub fn select(kind: BackendKind, precision: Precision) -> Result<Selected> {
     if kind == BackendKind::Wgpu && precision == Precision::F64 {
         return Err(Error::UnsupportedPrecision {
             op: "backend",
-            backend: "wgpu",
+            backend: BackendKind::Wgpu.to_string(),
             precision: precision.to_string(),
             supported: "f32",
         });
@@ -208,7 +191,7 @@ pub fn select(kind: BackendKind, precision: Precision) -> Result<Selected> {
             Some(adapter) => (BackendKind::Wgpu, adapter.to_string()),
             None => {
                 return Err(Error::BackendUnavailable {
-                    backend: "wgpu",
+                    backend: BackendKind::Wgpu.to_string(),
                     reason: "no wgpu adapter found (on Linux without a GPU, install Mesa's lavapipe: \
                              apt-get install mesa-vulkan-drivers libvulkan1)"
                         .into(),
@@ -221,7 +204,7 @@ pub fn select(kind: BackendKind, precision: Precision) -> Result<Selected> {
                 (kind, "CUDA device 0".to_string())
             } else {
                 return Err(Error::BackendUnavailable {
-                    backend: "cuda",
+                    backend: BackendKind::Cuda.to_string(),
                     reason: "this build lacks the `cuda` feature (cargo build --features cuda)".into(),
                 });
             }
@@ -276,6 +259,6 @@ pub fn dispatch<T: BackendTask>(kind: BackendKind, precision: Precision, task: T
         (BackendKind::Cuda, Precision::F64) => {
             task.run::<Autodiff<CudaBackend<f64, i64>>>(Default::default(), &selected)
         }
-        (other, _) => Err(Error::BackendUnavailable { backend: other.name(), reason: "not compiled in".into() }),
+        (other, _) => Err(Error::BackendUnavailable { backend: other.to_string(), reason: "not compiled in".into() }),
     }
 }

@@ -24,7 +24,7 @@ pub enum Error {
         /// The operation that needed the backend.
         op: &'static str,
         /// Backend name.
-        backend: &'static str,
+        backend: String,
         /// Requested precision.
         precision: String,
         /// Precisions that backend supports.
@@ -37,7 +37,7 @@ pub enum Error {
     #[error("backend: {backend} is not available: {reason}")]
     BackendUnavailable {
         /// Backend name.
-        backend: &'static str,
+        backend: String,
         /// Why it cannot be used.
         reason: String,
     },
