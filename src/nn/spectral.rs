@@ -24,6 +24,7 @@
 //! are taken one axis at a time (no atomics), so the loss is deterministic.
 
 use burn::config::Config;
+use burn::module::Module;
 use burn::nn::loss::Reduction;
 use burn::tensor::{backend::Backend, Tensor};
 
@@ -85,10 +86,12 @@ impl SpectralLossConfig {
     }
 }
 
-/// The spectral loss (see the module docs).
-#[derive(Clone, Debug)]
+/// The spectral loss (see the module docs). A Burn [`Module`] without parameters (its window
+/// and DFT tables are constants), so a model can hold it as a field.
+#[derive(Module, Debug)]
 pub struct SpectralLoss<B: Backend> {
     tables: StftTables<B>,
+    #[module(skip)]
     config: SpectralLossConfig,
 }
 
@@ -255,8 +258,8 @@ impl MultiResolutionSpectralLossConfig {
     }
 }
 
-/// The sum of several spectral losses.
-#[derive(Clone, Debug)]
+/// The sum of several spectral losses (a [`Module`] too).
+#[derive(Module, Debug)]
 pub struct MultiResolutionSpectralLoss<B: Backend> {
     losses: Vec<SpectralLoss<B>>,
 }

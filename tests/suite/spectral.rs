@@ -315,3 +315,25 @@ fn multi_resolution_sums_its_resolutions() {
         .init::<Bk>(&device)
         .is_err());
 }
+
+/// A model holding the loss as a field, as a user's model would.
+#[derive(burn::module::Module, Debug)]
+struct WithLoss<B: burn::tensor::backend::Backend> {
+    loss: SpectralLoss<B>,
+}
+
+/// The loss is a Burn module: a model can hold it (the derive above), it adds no parameters,
+/// and the model's clone computes the same loss.
+#[test]
+fn the_loss_is_a_module_a_model_can_hold() {
+    use burn::module::Module;
+    let device = Default::default();
+    let model = WithLoss::<NdArrayBackend<f64>> { loss: SpectralLossConfig::new(16, 4).init(&device).unwrap() };
+    assert_eq!(model.num_params(), 0, "the loss has no trainable parameters");
+    let (batch, t) = (2, 40);
+    let pred = tensor2::<NdArrayBackend<f64>>(&normals(81, batch * t), batch, t, &device);
+    let target = tensor2::<NdArrayBackend<f64>>(&normals(82, batch * t), batch, t, &device);
+    let a = host(model.loss.forward(pred.clone(), target.clone(), Reduction::Mean).unwrap())[0];
+    let b = host(model.clone().loss.forward(pred, target, Reduction::Mean).unwrap())[0];
+    assert!(a > 0.0 && a.to_bits() == b.to_bits(), "{a} vs {b}");
+}

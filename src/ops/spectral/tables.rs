@@ -1,5 +1,6 @@
 //! The constant tables of a short-time transform (basis, window, twiddles).
 
+use burn::module::Module;
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::Tensor;
 use burn_cubecl::{element::BoolElement, CubeBackend, CubeRuntime, FloatElement, IntElement};
@@ -11,9 +12,10 @@ use crate::tensors::float_tensor;
 /// The constants of a short-time transform of window length W, computed once in f64 and stored
 /// on the device in the backend's float type: the windowed DFT basis of the reference path and
 /// the window and twiddle tables of the fused kernels.
-#[derive(Clone, Debug)]
+#[derive(Module, Debug)]
 pub struct StftTables<B: Backend> {
     win: usize,
+    #[module(skip)]
     window: Window,
     /// `[W, W/2 + 1]`: `window[n]·cos(2π nk/W)`.
     pub(crate) basis_re: Tensor<B, 2>,
