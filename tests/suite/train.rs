@@ -375,57 +375,72 @@ fn shipped_checkpoints_are_under_the_f32_bar_here_too() {
     }
 }
 
-/// Records every progress record; copies the running checkpoint away when it first sees step
-/// `copy_at + 1` (the file then holds the state at step `copy_at`).
-struct PathRecorder {
-    path: Vec<(usize, u64)>,
-    copy: Option<(PathBuf, PathBuf, usize)>,
-}
-
-impl learned_fft::train::Observer for PathRecorder {
-    fn progress(&mut self, p: &learned_fft::train::Progress) {
-        self.path.push((p.step, p.loss.to_bits()));
-        if let Some((from, to, at)) = &self.copy {
-            if p.step == at + 1 {
-                std::fs::copy(from.join("checkpoint.lfft"), to.join("checkpoint.lfft")).expect("copy the checkpoint");
-                std::fs::copy(from.join("config.json"), to.join("config.json")).expect("copy the config");
-                self.copy = None;
-            }
-        }
-    }
-}
-
-/// A run resumed from a checkpoint taken mid-Adam takes the uninterrupted run's path: the same
-/// loss, bit for bit, at every step from the checkpoint on (optimiser state, schedule position
-/// and parameters restored, gradients flowing), and the same end.
+/// A run killed mid-Adam and resumed takes the uninterrupted run's path: the same loss at every
+/// step from its checkpoint on (parameters, optimiser state and schedule position restored,
+/// gradients flowing), and the same end. In child processes: Burn 0.21 keeps one default float
+/// type per device and process, and other tests use the CPU devices at f64.
 #[test]
 fn resumed_run_follows_the_uninterrupted_run() {
-    let (full_dir, cut_dir) = (scratch("resume-full"), scratch("resume-cut"));
-    let at = 40;
-    let config = |dir: &Path| {
-        TrainConfig::new(16)
-            .with_backend(BackendKind::Ndarray)
-            .with_seed(5)
-            .with_log_every(1)
-            .with_checkpoint_every(at)
-            .with_checkpoint_dir(Some(dir.display().to_string()))
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+    let every = 20;
+    let exe = env!("CARGO_BIN_EXE_learned-fft");
+    let args = |dir: &Path, resume: bool| -> Vec<String> {
+        let mut a: Vec<String> =
+            ["--backend", "ndarray", "train", "--n", "16", "--seed", "5", "--quiet", "--log-every", "1"]
+                .iter()
+                .map(|s| s.to_string())
+                .collect();
+        a.extend(["--checkpoint-every".to_string(), every.to_string(), "--checkpoint-dir".to_string()]);
+        a.push(dir.display().to_string());
+        if resume {
+            a.push("--resume".into());
+        }
+        a
     };
-    let mut full = PathRecorder { path: Vec::new(), copy: Some((full_dir.clone(), cut_dir.clone(), at)) };
-    let a = Trainer::new(config(&full_dir)).unwrap().run(&mut full).unwrap();
-    assert!(full.copy.is_none(), "the run passed step {}", at + 1);
-    let ckpt = Checkpoint::read(cut_dir.join("checkpoint.lfft")).unwrap();
-    assert_eq!((ckpt.state.step, ckpt.state.phase), (at, Phase::Adam), "the copy is the mid-Adam checkpoint");
-    let mut resumed = PathRecorder { path: Vec::new(), copy: None };
-    let b = Trainer::new(config(&cut_dir)).unwrap().with_resume(true).run(&mut resumed).unwrap();
-    assert_eq!(b.resumed_from, Some(at));
-    let expected: Vec<(usize, u64)> = full.path.iter().copied().filter(|&(s, _)| s >= at).collect();
+    // (step, loss) of every progress line, and the final report.
+    let path_of = |out: &std::process::Output| -> (Vec<(u64, f64)>, serde_json::Value) {
+        assert!(out.status.success(), "run failed: {}", String::from_utf8_lossy(&out.stderr));
+        let path = String::from_utf8_lossy(&out.stderr)
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter_map(|v| Some((v["progress"]["step"].as_u64()?, v["progress"]["loss"].as_f64()?)))
+            .collect();
+        let last = String::from_utf8_lossy(&out.stdout).lines().last().unwrap_or_default().to_string();
+        (path, serde_json::from_str::<serde_json::Value>(&last).expect("a JSON report")["train"].clone())
+    };
+    let (full_dir, cut_dir) = (scratch("resume-full"), scratch("resume-cut"));
+    let full = Command::new(exe).args(args(&full_dir, false)).output().expect("run");
+    let (full_path, full_report) = path_of(&full);
+    // The same run, killed once it is past its second checkpoint.
+    let mut child =
+        Command::new(exe).args(args(&cut_dir, false)).stderr(Stdio::piped()).stdout(Stdio::null()).spawn().unwrap();
+    for line in BufReader::new(child.stderr.take().unwrap()).lines() {
+        let v = serde_json::from_str::<serde_json::Value>(&line.unwrap()).unwrap_or_default();
+        if v["progress"]["step"].as_u64().is_some_and(|s| s as usize >= 2 * every + 5) {
+            break;
+        }
+    }
+    child.kill().expect("SIGKILL");
+    let _ = child.wait();
+    let ckpt = Checkpoint::read(cut_dir.join("checkpoint.lfft")).expect("an intact checkpoint");
+    assert_eq!(ckpt.state.phase, Phase::Adam, "killed mid-Adam, so the optimiser state matters");
+    let at = ckpt.state.step as u64;
+    let resumed = Command::new(exe).args(args(&cut_dir, true)).output().expect("resume");
+    let (resumed_path, resumed_report) = path_of(&resumed);
+    assert_eq!(resumed_report["resumed_from"].as_u64(), Some(at));
+    let expected: Vec<(u64, f64)> = full_path.iter().copied().filter(|&(s, _)| s >= at).collect();
     assert!(expected.len() > 10, "the uninterrupted run went on past step {at}");
-    let diverged = expected.iter().zip(&resumed.path).position(|(x, y)| x != y);
+    let diverged = expected.iter().zip(&resumed_path).position(|(x, y)| x != y);
     assert!(
-        diverged.is_none() && expected.len() == resumed.path.len(),
-        "the resumed run leaves the uninterrupted run's path at record {diverged:?}: {:?} vs {:?}",
+        diverged.is_none() && expected.len() == resumed_path.len(),
+        "the resumed run leaves the uninterrupted run's path at record {diverged:?}: {:?} vs {:?} ({} vs {} records)",
         diverged.map(|i| expected[i]),
-        diverged.map(|i| resumed.path[i])
+        diverged.map(|i| resumed_path[i]),
+        expected.len(),
+        resumed_path.len()
     );
-    assert_eq!((a.steps, a.attempts, a.rmse.to_bits()), (b.steps, b.attempts, b.rmse.to_bits()));
+    for key in ["steps", "attempts", "rmse"] {
+        assert_eq!(full_report[key], resumed_report[key], "{key}");
+    }
 }
