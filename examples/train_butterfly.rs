@@ -54,12 +54,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args = Args::parse();
     let run = format!("{}/n{}-{}-seed{}", args.out, args.n, args.precision, args.seed);
     let config = TrainConfig::new(args.n)
-        .with_backend(args.backend)
-        .with_precision(args.precision)
         .with_seed(args.seed)
         .with_checkpoint_dir(Some(run.clone()))
         .with_log_dir(Some(run.clone()));
-    let report = Trainer::new(config)?.run(&mut Watch::default())?;
+    let report = Trainer::new(config)?.run(args.backend, args.precision, &mut Watch::default())?;
     println!();
     println!("| N | backend | rmse | floor | rmse / floor | steps | seconds | attempts |");
     println!("|---|---|---|---|---|---|---|---|");

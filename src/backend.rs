@@ -110,6 +110,16 @@ impl FromStr for Precision {
     }
 }
 
+impl Precision {
+    /// The precision of backend `B`'s float type.
+    pub fn of<B: burn::tensor::backend::Backend>() -> Self {
+        match <B::FloatElem as burn::tensor::Element>::dtype() {
+            burn::tensor::DType::F64 => Precision::F64,
+            _ => Precision::F32,
+        }
+    }
+}
+
 /// The wgpu adapter a default wgpu device would use, if any.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct AdapterSummary {

@@ -147,7 +147,7 @@ struct TrainArgs {
 }
 
 impl TrainArgs {
-    fn config(&self, backend: BackendKind, precision: Precision) -> learned_fft::Result<TrainConfig> {
+    fn config(&self) -> learned_fft::Result<TrainConfig> {
         let target = match self.target {
             TargetArg::Dft => Target::Dft,
             TargetArg::Idft => Target::Idft,
@@ -160,7 +160,7 @@ impl TrainArgs {
         if !self.kernel.is_empty() && !matches!(self.target, TargetArg::Circulant) {
             return Err(Error::invalid("train", "--kernel only with --target circulant", "--kernel"));
         }
-        let mut c = TrainConfig::new(self.n).with_target(target).with_backend(backend).with_precision(precision);
+        let mut c = TrainConfig::new(self.n).with_target(target);
         macro_rules! set {
             ($($field:ident),*) => {$( if let Some(v) = self.$field.clone() { c.$field = v; } )*};
         }
@@ -215,7 +215,7 @@ impl BackendTask for Eval {
             floor.map(|f| format!(", floor {f:.3e} ({:.3}×)", rmse / f)).unwrap_or_default()
         );
         Ok(json!({
-            "backend": selected, "n": cfg.n, "target": cfg.target, "trained_precision": cfg.precision,
+            "backend": selected, "n": cfg.n, "target": cfg.target, "trained_precision": self.checkpoint.precision,
             "step": self.checkpoint.state.step, "rmse": rmse, "floor": floor,
             "rmse_over_floor": floor.map(|f| rmse / f),
         }))
@@ -331,13 +331,13 @@ fn run(cli: Cli) -> learned_fft::Result<serde_json::Value> {
         }
         Command::Exact { n } => dispatch(cli.backend, cli.precision, Exact { n }),
         Command::Train(args) => {
-            let config = args.config(cli.backend, cli.precision)?;
+            let config = args.config()?;
             let trainer = Trainer::new(config)?.with_resume(args.resume);
             let report = if args.quiet {
-                trainer.run(&mut JsonLines)?
+                trainer.run(cli.backend, cli.precision, &mut JsonLines)?
             } else {
                 let mut line = ProgressLine::default();
-                let report = trainer.run(&mut line);
+                let report = trainer.run(cli.backend, cli.precision, &mut line);
                 line.finish();
                 report?
             };

@@ -117,9 +117,8 @@ impl Sweep {
         for &n in &self.sizes {
             let floor = {
                 // The floor on this backend, for the f32 bar and for stopping at it.
-                let probe = TrainConfig::new(n).with_backend(self.backend).with_precision(self.precision);
-                probe.validate()?;
-                floor_on(&probe)?
+                TrainConfig::new(n).validate()?;
+                floor_on(n, self.backend, self.precision)?
             };
             let bar = match self.precision {
                 Precision::F64 => F64_BAR,
@@ -129,8 +128,6 @@ impl Sweep {
             for i in 0..self.seeds {
                 let dir = self.scratch.join(format!("n{n}-{}-{i}", self.precision));
                 let mut config = TrainConfig::new(n)
-                    .with_backend(self.backend)
-                    .with_precision(self.precision)
                     .with_seed(i as u64 * SEED_STRIDE)
                     .with_checkpoint_dir(Some(dir.display().to_string()))
                     .with_checkpoint_every(1_000_000);
@@ -138,7 +135,7 @@ impl Sweep {
                     // 0.95: the device's rmse and the f64 metric agree to ~1e-3, not exactly.
                     config.stop_rmse = Some(0.95 * bar);
                 }
-                let report = Trainer::new(config)?.run(observer)?;
+                let report = Trainer::new(config)?.run(self.backend, self.precision, observer)?;
                 each(&report);
                 if i == 0 {
                     if let Some(ship) = &self.ship {
@@ -168,7 +165,7 @@ impl Sweep {
     }
 }
 
-fn floor_on(config: &TrainConfig) -> Result<f64> {
+fn floor_on(n: usize, backend: BackendKind, precision: Precision) -> Result<f64> {
     use learned_fft::backend::{dispatch, BackendTask, FftBackend, Selected};
     struct Floor(usize);
     impl BackendTask for Floor {
@@ -178,7 +175,7 @@ fn floor_on(config: &TrainConfig) -> Result<f64> {
                 .expect("the DFT has a floor"))
         }
     }
-    dispatch(config.backend, config.precision, Floor(config.n))
+    dispatch(backend, precision, Floor(n))
 }
 
 /// Copies a run's checkpoint into `dir` as `dft-n{N}-{precision}.lfft` and records it in

@@ -20,6 +20,7 @@ use burn::tensor::{backend::Backend, Tensor};
 use serde::{Deserialize, Serialize};
 
 use super::config::TrainConfig;
+use crate::backend::Precision;
 use crate::error::{Error, Result};
 use crate::nn::{Butterfly, ButterflyConfig, ButterflyInit};
 use crate::tensors::{float_tensor, to_f64_vec};
@@ -70,6 +71,16 @@ pub enum Phase {
 struct Header {
     config: TrainConfig,
     state: TrainState,
+    /// Absent in files written before the config lost its `precision` field: see
+    /// [`legacy_precision`].
+    #[serde(default)]
+    precision: Option<Precision>,
+}
+
+/// The precision of a file written when the config carried it (`config.precision`).
+fn legacy_precision(header: &[u8]) -> Option<Precision> {
+    let v: serde_json::Value = serde_json::from_slice(header).ok()?;
+    serde_json::from_value(v.get("config")?.get("precision")?.clone()).ok()
 }
 
 /// A checkpoint read back: config, state, and the raw records (decoded on a backend by
@@ -80,6 +91,8 @@ pub struct Checkpoint {
     pub config: TrainConfig,
     /// Where that run stood.
     pub state: TrainState,
+    /// The float type it trained in.
+    pub precision: Precision,
     model: Vec<u8>,
     optim: Vec<u8>,
 }
@@ -106,7 +119,8 @@ pub fn write<B: Backend>(
     layer: &Butterfly<B>,
     optim: Option<Vec<u8>>,
 ) -> Result<()> {
-    let header = serde_json::to_vec(&Header { config: config.clone(), state: state.clone() })
+    let precision = Some(Precision::of::<B>());
+    let header = serde_json::to_vec(&Header { config: config.clone(), state: state.clone(), precision })
         .map_err(|e| corrupt(path, format!("cannot encode header: {e}")))?;
     let model = record_bytes::<B, _>(layer.clone().into_record())?;
     let optim = optim.unwrap_or_default();
@@ -201,7 +215,11 @@ impl Checkpoint {
         let header: Header =
             serde_json::from_slice(&sections[0]).map_err(|e| corrupt(path, format!("bad header: {e}")))?;
         header.config.validate().map_err(|e| corrupt(path, format!("its config is invalid: {e}")))?;
-        Ok(Checkpoint { path: path.to_path_buf(), config: header.config, state: header.state, model, optim })
+        let precision = header
+            .precision
+            .or_else(|| legacy_precision(&sections[0]))
+            .ok_or_else(|| corrupt(path, "the header names no precision"))?;
+        Ok(Checkpoint { path: path.to_path_buf(), config: header.config, state: header.state, precision, model, optim })
     }
 
     /// The layer stored in the checkpoint, on backend `B`.

@@ -2,11 +2,12 @@
 
 use burn::config::Config;
 
-use crate::backend::{BackendKind, Precision};
 use crate::error::{check_power_of_two, Error, Result};
 use crate::reference::Target;
 
-/// Configuration of a training run (see [`crate::train`] for the method).
+/// Configuration of a training run (see [`crate::train`] for the method). The backend and the
+/// float type are the caller's choice: [`Trainer::run_on`](crate::train::Trainer::run_on) on a
+/// backend type, or [`Trainer::run`](crate::train::Trainer::run) on a named one.
 ///
 /// Steps are counted across phases: one Adam update is one step, one Levenberg–Marquardt
 /// iteration (kept or refused) is one step.
@@ -17,12 +18,6 @@ pub struct TrainConfig {
     /// The transform to reproduce.
     #[config(default = "Target::Dft")]
     pub target: Target,
-    /// Float type of parameters and arithmetic. f32 runs use no f64 on the device.
-    #[config(default = "Precision::F32")]
-    pub precision: Precision,
-    /// Backend to train on (`auto`: wgpu when an adapter exists, else candle).
-    #[config(default = "BackendKind::Auto")]
-    pub backend: BackendKind,
     /// Seed of the random initial twiddles (Haar-random unitary blocks); restart r uses
     /// `seed + r`.
     #[config(default = 0)]

@@ -45,7 +45,7 @@ pub fn export_safetensors(checkpoint: impl AsRef<Path>, out: impl AsRef<Path>) -
     let (re, im) = layer.twiddles_f64();
     let n = ckpt.config.n;
     let shape = vec![n.trailing_zeros() as usize, n / 2, 2, 2];
-    let precision = ckpt.config.precision;
+    let precision = ckpt.precision;
     let encode = |v: &[f64]| -> Vec<u8> {
         match precision {
             Precision::F32 => v.iter().flat_map(|&x| (x as f32).to_le_bytes()).collect(),
@@ -68,7 +68,7 @@ pub fn export_safetensors(checkpoint: impl AsRef<Path>, out: impl AsRef<Path>) -
         ("format".to_string(), "learned-fft-butterfly-v1".to_string()),
         ("n".to_string(), n.to_string()),
         ("target".to_string(), ckpt.config.target.name().to_string()),
-        ("precision".to_string(), ckpt.config.precision.to_string()),
+        ("precision".to_string(), ckpt.precision.to_string()),
         ("step".to_string(), ckpt.state.step.to_string()),
     ]);
     let bytes = safetensors::serialize(tensors, Some(metadata)).map_err(bad)?;
@@ -76,7 +76,7 @@ pub fn export_safetensors(checkpoint: impl AsRef<Path>, out: impl AsRef<Path>) -
     Ok(ExportSummary {
         path: out.as_ref().display().to_string(),
         n,
-        dtype: ckpt.config.precision.to_string(),
+        dtype: ckpt.precision.to_string(),
         bytes: bytes.len(),
     })
 }

@@ -18,7 +18,7 @@ use super::logging::TensorBoard;
 use super::objective::{scalar, Objective};
 use super::polish::Twiddles;
 use super::trainer::{Observer, Progress, Trainer};
-use crate::backend::FftBackend;
+use crate::backend::{FftBackend, Precision};
 use crate::error::{Error, Result};
 use crate::nn::{exact_fft, Butterfly, ButterflyConfig, ButterflyInit};
 use crate::ops::Permutation;
@@ -249,7 +249,7 @@ fn resume<B: FftBackend>(
     device: &B::Device,
 ) -> Result<(Butterfly<B>, AdamOptimizer<B>, TrainState)> {
     let ckpt = Checkpoint::read(path)?;
-    check_compatible(&ckpt.config, cfg)?;
+    check_compatible(&ckpt, cfg, Precision::of::<B>())?;
     let layer = ckpt.layer::<B>(device)?;
     let mut optim = new_optim::<B>();
     // Burn 0.21 decodes records in the device's default float dtype, which is fixed per device
@@ -270,9 +270,10 @@ fn resume<B: FftBackend>(
     Ok((layer, optim, ckpt.state))
 }
 
-/// A resumed run must train the same shapes on the same problem.
-fn check_compatible(saved: &TrainConfig, new: &TrainConfig) -> Result<()> {
+/// A resumed run must train the same shapes on the same problem, in the same float type.
+fn check_compatible(ckpt: &Checkpoint, new: &TrainConfig, precision: Precision) -> Result<()> {
     let op = "train.resume";
+    let saved = &ckpt.config;
     if saved.n != new.n {
         return Err(Error::invalid(op, format!("n = {} as in the checkpoint", saved.n), format!("n = {}", new.n)));
     }
@@ -283,8 +284,8 @@ fn check_compatible(saved: &TrainConfig, new: &TrainConfig) -> Result<()> {
             format!("{:?}", new.target),
         ));
     }
-    if saved.precision != new.precision {
-        return Err(Error::invalid(op, format!("precision {} as in the checkpoint", saved.precision), new.precision));
+    if ckpt.precision != precision {
+        return Err(Error::invalid(op, format!("precision {} as in the checkpoint", ckpt.precision), precision));
     }
     if saved.seed != new.seed {
         return Err(Error::invalid(op, format!("seed {} as in the checkpoint", saved.seed), new.seed));

@@ -9,7 +9,7 @@ use super::checkpoint::{Phase, CHECKPOINT_FILE};
 use super::config::TrainConfig;
 use super::objective::scalar;
 use super::run::Run;
-use crate::backend::{dispatch, BackendTask, FftBackend, Selected};
+use crate::backend::{dispatch, BackendKind, BackendTask, FftBackend, Precision, Selected};
 use crate::error::Result;
 use crate::metrics;
 use crate::nn::Butterfly;
@@ -111,8 +111,9 @@ impl Trainer {
         self.config.checkpoint_dir.as_ref().map(|d| Path::new(d).join(CHECKPOINT_FILE))
     }
 
-    /// Trains on the backend the config names (resolving `auto`).
-    pub fn run(&self, observer: &mut dyn Observer) -> Result<TrainReport> {
+    /// Trains on the named backend and precision (resolving `auto`, see
+    /// [`crate::backend::dispatch`]).
+    pub fn run(&self, backend: BackendKind, precision: Precision, observer: &mut dyn Observer) -> Result<TrainReport> {
         struct Task<'a>(&'a Trainer, &'a mut dyn Observer);
         impl BackendTask for Task<'_> {
             type Output = TrainReport;
@@ -120,7 +121,7 @@ impl Trainer {
                 self.0.run_on::<B>(&device, selected, self.1).map(|(_, report)| report)
             }
         }
-        dispatch(self.config.backend, self.config.precision, Task(self, observer))
+        dispatch(backend, precision, Task(self, observer))
     }
 
     /// Whether the run continues from the checkpoint directory.

@@ -24,8 +24,8 @@ fn scratch(name: &str) -> PathBuf {
     dir
 }
 
-fn train(config: TrainConfig) -> TrainReport {
-    Trainer::new(config).expect("valid config").run(&mut ()).expect("training runs")
+fn train(config: TrainConfig, backend: BackendKind, precision: Precision) -> TrainReport {
+    Trainer::new(config).expect("valid config").run(backend, precision, &mut ()).expect("training runs")
 }
 
 fn assert_bar(r: &TrainReport, precision: Precision) {
@@ -50,7 +50,7 @@ fn assert_bar(r: &TrainReport, precision: Precision) {
 fn reaches_bars(backend: BackendKind, precision: Precision, sizes: &[usize]) {
     for &n in sizes {
         for seed in SEEDS {
-            let r = train(TrainConfig::new(n).with_backend(backend).with_precision(precision).with_seed(seed));
+            let r = train(TrainConfig::new(n).with_seed(seed), backend, precision);
             eprintln!(
                 "{backend} {precision} N = {n} seed {seed}: rmse {:.3e} floor {:?} steps {} attempts {}",
                 r.rmse, r.floor, r.steps, r.attempts
@@ -84,7 +84,7 @@ fn dft_from_random_init_reaches_the_f32_bar_wgpu() {
 
 #[test]
 fn idft_from_random_init_reaches_the_f32_bar() {
-    let r = train(TrainConfig::new(16).with_backend(BackendKind::Candle).with_target(learned_fft::Target::Idft));
+    let r = train(TrainConfig::new(16).with_target(learned_fft::Target::Idft), BackendKind::Candle, Precision::F32);
     assert_bar(&r, Precision::F32);
 }
 
@@ -112,10 +112,9 @@ fn read_scalars(path: &Path) -> Vec<(String, i64, f32)> {
 fn tensorboard_events_hold_the_scalars() {
     let dir = scratch("tensorboard");
     let r = train(
-        TrainConfig::new(16)
-            .with_backend(BackendKind::Candle)
-            .with_log_dir(Some(dir.display().to_string()))
-            .with_log_every(5),
+        TrainConfig::new(16).with_log_dir(Some(dir.display().to_string())).with_log_every(5),
+        BackendKind::Candle,
+        Precision::F32,
     );
     let files: Vec<_> = std::fs::read_dir(&dir)
         .unwrap()
@@ -139,11 +138,8 @@ fn tensorboard_events_hold_the_scalars() {
 
 fn checkpointed(name: &str, n: usize) -> (PathBuf, TrainReport) {
     let dir = scratch(name);
-    let config = TrainConfig::new(n)
-        .with_backend(BackendKind::Ndarray)
-        .with_checkpoint_dir(Some(dir.display().to_string()))
-        .with_checkpoint_every(20);
-    let r = train(config);
+    let config = TrainConfig::new(n).with_checkpoint_dir(Some(dir.display().to_string())).with_checkpoint_every(20);
+    let r = train(config, BackendKind::Ndarray, Precision::F32);
     (dir, r)
 }
 
@@ -189,20 +185,24 @@ fn checkpoints_load_into_a_layer_and_bad_files_are_refused() {
 #[test]
 fn resume_with_changed_shapes_is_refused() {
     let (dir, _) = checkpointed("reshape", 8);
-    let config =
-        TrainConfig::new(16).with_backend(BackendKind::Ndarray).with_checkpoint_dir(Some(dir.display().to_string()));
-    let err =
-        Trainer::new(config).unwrap().with_resume(true).run(&mut ()).expect_err("resuming N = 8 as N = 16 is refused");
+    let config = TrainConfig::new(16).with_checkpoint_dir(Some(dir.display().to_string()));
+    let err = Trainer::new(config)
+        .unwrap()
+        .with_resume(true)
+        .run(BackendKind::Ndarray, Precision::F32, &mut ())
+        .expect_err("resuming N = 8 as N = 16 is refused");
     let msg = err.to_string();
     assert!(msg.contains("train.resume") && msg.contains("n = 8") && msg.contains("n = 16"), "{msg}");
     // Resuming without a checkpoint directory, or with an empty one, is refused too.
     let none =
-        Trainer::new(TrainConfig::new(8).with_backend(BackendKind::Ndarray)).unwrap().with_resume(true).run(&mut ());
+        Trainer::new(TrainConfig::new(8)).unwrap().with_resume(true).run(BackendKind::Ndarray, Precision::F32, &mut ());
     assert!(none.is_err());
     let empty = scratch("reshape-empty");
-    let config =
-        TrainConfig::new(8).with_backend(BackendKind::Ndarray).with_checkpoint_dir(Some(empty.display().to_string()));
-    assert!(matches!(Trainer::new(config).unwrap().with_resume(true).run(&mut ()), Err(Error::Io { .. })));
+    let config = TrainConfig::new(8).with_checkpoint_dir(Some(empty.display().to_string()));
+    assert!(matches!(
+        Trainer::new(config).unwrap().with_resume(true).run(BackendKind::Ndarray, Precision::F32, &mut ()),
+        Err(Error::Io { .. })
+    ));
 }
 
 #[test]
@@ -326,11 +326,13 @@ fn export_writes_the_documented_safetensors_layout() {
 fn divergence_stops_with_a_clear_error_and_keeps_the_last_checkpoint() {
     let dir = scratch("diverge");
     let config = TrainConfig::new(16)
-        .with_backend(BackendKind::Ndarray)
         .with_lr(1e30)
         .with_checkpoint_dir(Some(dir.display().to_string()))
         .with_checkpoint_every(1);
-    let err = Trainer::new(config).unwrap().run(&mut ()).expect_err("lr = 1e30 diverges");
+    let err = Trainer::new(config)
+        .unwrap()
+        .run(BackendKind::Ndarray, Precision::F32, &mut ())
+        .expect_err("lr = 1e30 diverges");
     assert!(matches!(err, Error::Diverged { what: "loss", .. }), "{err}");
     let ckpt = Checkpoint::read(dir.join("checkpoint.lfft")).expect("the last good checkpoint is intact");
     let layer = ckpt.layer::<NdArrayBackend<f32>>(&Default::default()).unwrap();
@@ -364,7 +366,7 @@ fn shipped_checkpoints_are_under_the_f32_bar_here_too() {
     for entry in &manifest {
         let n = entry["n"].as_u64().unwrap() as usize;
         let ckpt = Checkpoint::read(dir.join(entry["file"].as_str().unwrap())).unwrap();
-        assert_eq!((ckpt.config.n, ckpt.config.precision, ckpt.state.phase), (n, Precision::F32, Phase::Done));
+        assert_eq!((ckpt.config.n, ckpt.precision, ckpt.state.phase), (n, Precision::F32, Phase::Done));
         assert!(entry["rmse"].as_f64().unwrap() <= entry["floor"].as_f64().unwrap(), "manifest entry for N = {n}");
         let device = Default::default();
         let layer = ckpt.layer::<CandleBackend<f32>>(&device).unwrap();
