@@ -60,7 +60,13 @@ impl BackendKind {
     /// The backend named by `LEARNED_FFT_BACKEND`, or `Auto` when it is unset or empty.
     pub fn from_env() -> Result<Self> {
         match std::env::var(BACKEND_ENV) {
-            Ok(v) if !v.trim().is_empty() => v.parse(),
+            Ok(v) if !v.trim().is_empty() => v.parse().map_err(|_| {
+                Error::invalid(
+                    "backend",
+                    format!("{BACKEND_ENV} to be one of auto, wgpu, candle, ndarray, cuda (or a --backend flag)"),
+                    format!("{v:?}"),
+                )
+            }),
             _ => Ok(BackendKind::Auto),
         }
     }
@@ -141,8 +147,11 @@ impl fmt::Display for AdapterSummary {
 /// Returns `None` when wgpu finds none; never panics.
 pub fn wgpu_adapter() -> Option<AdapterSummary> {
     let probe = || {
+        // The one graphics API CubeCL's wgpu runtime uses here (Metal on macOS, else Vulkan):
+        // probing the others (GL through EGL) finds nothing more and prints warnings of its own.
+        let api = if cfg!(target_os = "macos") { wgpu::Backends::METAL } else { wgpu::Backends::VULKAN };
         let instance = wgpu::Instance::new(wgpu::InstanceDescriptor {
-            backends: wgpu::Backends::all(),
+            backends: api,
             ..wgpu::InstanceDescriptor::new_without_display_handle()
         });
         let adapter = cubecl::future::block_on(instance.request_adapter(&wgpu::RequestAdapterOptions {

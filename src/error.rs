@@ -70,6 +70,36 @@ pub enum Error {
         /// The step.
         step: usize,
     },
+    /// An operation would need more memory than the machine has: refused before allocating.
+    #[error("{op}: {what} needs {} of memory, {}", bytes(*needed), available.map(|a| format!("{} is available", bytes(a))).unwrap_or_else(|| "more than can be addressed".into()))]
+    OutOfMemory {
+        /// The operation that refused.
+        op: &'static str,
+        /// What would need the memory (e.g. `"the dense N×N target at N = 65536"`).
+        what: String,
+        /// Bytes it would need (`u64::MAX` when the figure overflows).
+        needed: u64,
+        /// Bytes available now, when known.
+        available: Option<u64>,
+    },
+    /// Training was asked to stop (SIGTERM, SIGINT, or the trainer's stop flag).
+    #[error("train: stopped at step {step} as asked; {}", match checkpoint { Some(p) => format!("checkpoint written to {p}: run the same command with --resume to continue"), None => "nothing was saved (no checkpoint directory)".into() })]
+    Interrupted {
+        /// The step the run stopped at (the checkpoint holds the state before it).
+        step: usize,
+        /// The checkpoint written on the way out, if the run has a checkpoint directory.
+        checkpoint: Option<String>,
+    },
+    /// Another process holds the checkpoint directory.
+    #[error("train: checkpoint directory {dir} is in use by {holder} (one trainer per directory; lock file {lock})")]
+    Busy {
+        /// The directory.
+        dir: String,
+        /// Who holds it, as its lock file says (`"process 1234"`).
+        holder: String,
+        /// The lock file.
+        lock: String,
+    },
     /// Writing TensorBoard events failed.
     #[error("tensorboard: {0}")]
     TensorBoard(String),
@@ -87,6 +117,24 @@ impl Error {
     /// Shorthand for [`Error::InvalidInput`].
     pub fn invalid(op: &'static str, expected: impl fmt::Display, got: impl fmt::Display) -> Self {
         Error::InvalidInput { op, expected: expected.to_string(), got: got.to_string() }
+    }
+}
+
+/// A byte count for people: `"64.0 GiB"`.
+pub fn bytes(n: u64) -> String {
+    if n == u64::MAX {
+        return "more than 16 EiB".into();
+    }
+    let units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
+    let (mut v, mut unit) = (n as f64, 0);
+    while v >= 1024.0 && unit + 1 < units.len() {
+        v /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{n} B")
+    } else {
+        format!("{v:.1} {}", units[unit])
     }
 }
 

@@ -14,7 +14,8 @@
 //! - [`ops`]: one slice per op ([`ops::butterfly`], [`ops::spectral`]): the backend-extension
 //!   traits [`ButterflyOps`] and [`SpectralOps`], their tensor-op twins, and the fused CubeCL
 //!   kernels behind them on wgpu and CUDA with their custom backward.
-//! - [`reference`]: f64 truth on the CPU (rustfft, rustdct, dense target matrices); [`error`].
+//! - [`reference`]: f64 truth on the CPU (rustfft, rustdct, dense target matrices); [`error`],
+//!   and [`memory`], the estimate every large allocation is checked against first.
 //!
 //! ## Complex numbers
 //! Complex tensors are `(re, im)` pairs of real tensors of the same shape.
@@ -38,6 +39,7 @@
 
 pub mod backend;
 pub mod error;
+pub mod memory;
 pub mod metrics;
 pub mod nn;
 pub mod ops;
@@ -53,7 +55,7 @@ pub use nn::{
 };
 pub use ops::spectral::{Distance, Magnitude, Window};
 pub use ops::{ButterflyOps, KernelChoice, Permutation, SpectralOps};
-pub use reference::{ComplexMatrix, FftNorm, Target};
+pub use reference::{ComplexMatrix, FftNorm, Target, TargetKind};
 pub use tensors::{float_tensor, to_f64_vec};
 pub use train::{TrainConfig, TrainReport, Trainer};
 

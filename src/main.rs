@@ -9,18 +9,21 @@ use cli::progress::ProgressLine;
 use learned_fft::backend::{dispatch, select, BackendKind, BackendTask, FftBackend, Precision, Selected};
 use learned_fft::metrics::{self, exact_row};
 use learned_fft::train::Checkpoint;
-use learned_fft::{Error, Target, TrainConfig, Trainer};
+use learned_fft::{TargetKind, TrainConfig, Trainer};
 use serde_json::json;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 
 #[derive(Parser)]
 #[command(name = "learned-fft", version, about = "Learn the FFT as a butterfly network on Burn")]
 struct Cli {
-    /// Backend: auto | wgpu | candle | ndarray | cuda.
-    #[arg(long, global = true, env = "LEARNED_FFT_BACKEND", default_value = "auto")]
-    backend: BackendKind,
-    /// Precision: f32 | f64.
-    #[arg(long, global = true, default_value = "f32")]
-    precision: Precision,
+    /// Backend: auto | wgpu | candle | ndarray | cuda [default: $LEARNED_FFT_BACKEND, else auto].
+    /// The flag wins over the variable, which is not read when the flag is given.
+    #[arg(long, global = true)]
+    backend: Option<BackendKind>,
+    /// Precision: f32 | f64 [default: f32; for eval, the checkpoint's].
+    #[arg(long, global = true)]
+    precision: Option<Precision>,
     #[command(subcommand)]
     command: Command,
 }
@@ -66,18 +69,6 @@ enum ExportFormat {
     Safetensors,
 }
 
-#[derive(Clone, Copy, ValueEnum)]
-enum TargetArg {
-    Dft,
-    Idft,
-    Dct2,
-    Dst2,
-    Hadamard,
-    Hartley,
-    /// Circular convolution with `--kernel`.
-    Circulant,
-}
-
 /// Every field of the training config (defaults are TrainConfig's).
 #[derive(Args)]
 struct TrainArgs {
@@ -86,7 +77,7 @@ struct TrainArgs {
     n: usize,
     /// Target transform.
     #[arg(long, value_enum, default_value = "dft")]
-    target: TargetArg,
+    target: TargetKind,
     /// Kernel of the circulant target, comma-separated (length N).
     #[arg(long, value_delimiter = ',')]
     kernel: Vec<f64>,
@@ -148,18 +139,7 @@ struct TrainArgs {
 
 impl TrainArgs {
     fn config(&self) -> learned_fft::Result<TrainConfig> {
-        let target = match self.target {
-            TargetArg::Dft => Target::Dft,
-            TargetArg::Idft => Target::Idft,
-            TargetArg::Dct2 => Target::Dct2,
-            TargetArg::Dst2 => Target::Dst2,
-            TargetArg::Hadamard => Target::Hadamard,
-            TargetArg::Hartley => Target::Hartley,
-            TargetArg::Circulant => Target::Circulant { kernel: self.kernel.clone() },
-        };
-        if !self.kernel.is_empty() && !matches!(self.target, TargetArg::Circulant) {
-            return Err(Error::invalid("train", "--kernel only with --target circulant", "--kernel"));
-        }
+        let target = self.target.target(self.kernel.clone())?;
         let mut c = TrainConfig::new(self.n).with_target(target);
         macro_rules! set {
             ($($field:ident),*) => {$( if let Some(v) = self.$field.clone() { c.$field = v; } )*};
@@ -231,7 +211,7 @@ enum BenchCommand {
         #[arg(long, value_delimiter = ',', default_value = "8,16,32,64,128,256,512,1024")]
         sizes: Vec<usize>,
         /// Runs per size (seeds 0, 1000, 2000, …).
-        #[arg(long, default_value_t = 10)]
+        #[arg(long, default_value_t = 10, value_parser = positive())]
         seeds: usize,
         /// Stop each run as soon as it is under the bar (time to the bar).
         #[arg(long)]
@@ -252,19 +232,19 @@ enum BenchCommand {
         #[arg(long, value_delimiter = ',', default_value = "16,32,64,128,256,512,1024")]
         kernels: Vec<usize>,
         /// Samples per signal (with K ≤ 1024, N = 4096: the largest fused butterfly).
-        #[arg(long, default_value_t = 2048)]
+        #[arg(long, default_value_t = 2048, value_parser = positive())]
         length: usize,
         /// Channels.
-        #[arg(long, default_value_t = 8)]
+        #[arg(long, default_value_t = 8, value_parser = positive())]
         channels: usize,
         /// Signals.
-        #[arg(long, default_value_t = 16)]
+        #[arg(long, default_value_t = 16, value_parser = positive())]
         batch: usize,
         /// Untimed warm-up calls.
         #[arg(long, default_value_t = 2)]
         warmup: usize,
         /// Timed calls (the median is reported).
-        #[arg(long, default_value_t = 10)]
+        #[arg(long, default_value_t = 10, value_parser = positive())]
         iters: usize,
     },
     /// The spectral loss: forward, and forward + backward, on the fused path and on the
@@ -277,16 +257,16 @@ enum BenchCommand {
         #[arg(long)]
         hop: Option<usize>,
         /// Signals (batch rows).
-        #[arg(long, default_value_t = 64)]
+        #[arg(long, default_value_t = 64, value_parser = positive())]
         signals: usize,
         /// Samples per signal.
-        #[arg(long, default_value_t = 48000)]
+        #[arg(long, default_value_t = 48000, value_parser = positive())]
         samples: usize,
         /// Untimed warm-up calls.
         #[arg(long, default_value_t = 3)]
         warmup: usize,
         /// Timed calls (the median is reported).
-        #[arg(long, default_value_t = 20)]
+        #[arg(long, default_value_t = 20, value_parser = positive())]
         iters: usize,
         /// Skip the reference path (it can be slow on a CPU).
         #[arg(long)]
@@ -298,13 +278,13 @@ enum BenchCommand {
         #[arg(long, default_value_t = 1024)]
         n: usize,
         /// Batch rows.
-        #[arg(long, default_value_t = 16384)]
+        #[arg(long, default_value_t = 16384, value_parser = positive())]
         batch: usize,
         /// Untimed warm-up calls.
         #[arg(long, default_value_t = 5)]
         warmup: usize,
         /// Timed calls (the median is reported).
-        #[arg(long, default_value_t = 20)]
+        #[arg(long, default_value_t = 20, value_parser = positive())]
         iters: usize,
     },
 }
@@ -322,22 +302,82 @@ impl BackendTask for Exact {
     }
 }
 
+/// A count that must be at least 1 (`--iters 0` is refused, not taken as 1).
+fn positive() -> clap::builder::RangedU64ValueParser<usize> {
+    clap::builder::RangedU64ValueParser::new().range(1..)
+}
+
+/// The backend: the flag, else `LEARNED_FFT_BACKEND` (read only when no flag is given), else
+/// auto, resolved here with the drivers' own chatter silenced (see [`without_stderr`]).
+fn backend(flag: Option<BackendKind>, precision: Precision) -> learned_fft::Result<BackendKind> {
+    match flag.map_or_else(BackendKind::from_env, Ok)? {
+        BackendKind::Auto => Ok(without_stderr(|| select(BackendKind::Auto, precision))?.kind),
+        named => Ok(named),
+    }
+}
+
+/// Runs `f` with the process's stderr sent to /dev/null. Probing for a wgpu adapter loads the
+/// Vulkan drivers, which print warnings of their own (Mesa's device-select layer prints
+/// "XDG_RUNTIME_DIR is invalid…" twice without a display session); when `auto` then does not
+/// take wgpu they only confuse. Nothing else runs while the backend is chosen.
+#[cfg(unix)]
+fn without_stderr<T>(f: impl FnOnce() -> T) -> T {
+    use std::os::fd::AsRawFd;
+    let Ok(null) = std::fs::OpenOptions::new().write(true).open("/dev/null") else { return f() };
+    // SAFETY: dup/dup2/close on the process's own descriptor 2 and on a file this function
+    // holds open; descriptor 2 is restored before returning.
+    let saved = unsafe { libc::dup(2) };
+    if saved < 0 || unsafe { libc::dup2(null.as_raw_fd(), 2) } < 0 {
+        return f();
+    }
+    let out = f();
+    unsafe {
+        libc::dup2(saved, 2);
+        libc::close(saved);
+    }
+    out
+}
+
+#[cfg(not(unix))]
+fn without_stderr<T>(f: impl FnOnce() -> T) -> T {
+    f()
+}
+
+/// SIGTERM and SIGINT set the returned flag, which asks a run to checkpoint and stop; a second
+/// signal ends the process at once (status 128 + the signal).
+fn stop_on_signals() -> learned_fft::Result<Arc<AtomicBool>> {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    let stop = Arc::new(AtomicBool::new(false));
+    for signal in [SIGINT, SIGTERM] {
+        let register = signal_hook::flag::register_conditional_shutdown(signal, 128 + signal, Arc::clone(&stop))
+            .and_then(|_| signal_hook::flag::register(signal, Arc::clone(&stop)));
+        register.map_err(|e| learned_fft::Error::io("train.signals", "signal handlers", e))?;
+    }
+    Ok(stop)
+}
+
 fn run(cli: Cli) -> learned_fft::Result<serde_json::Value> {
+    let precision = cli.precision.unwrap_or_default();
+    // eval resolves the backend at the checkpoint's precision instead.
+    let kind = match cli.command {
+        Command::Eval { .. } => BackendKind::Auto,
+        _ => backend(cli.backend, precision)?,
+    };
     match cli.command {
         Command::Backend => {
-            let selected = select(cli.backend, cli.precision)?;
+            let selected = select(kind, precision)?;
             eprintln!("backend: {selected}");
             Ok(json!({ "backend": selected }))
         }
-        Command::Exact { n } => dispatch(cli.backend, cli.precision, Exact { n }),
+        Command::Exact { n } => dispatch(kind, precision, Exact { n }),
         Command::Train(args) => {
             let config = args.config()?;
-            let trainer = Trainer::new(config)?.with_resume(args.resume);
+            let trainer = Trainer::new(config)?.with_resume(args.resume).with_stop_flag(stop_on_signals()?);
             let report = if args.quiet {
-                trainer.run(cli.backend, cli.precision, &mut JsonLines)?
+                trainer.run(kind, precision, &mut JsonLines)?
             } else {
                 let mut line = ProgressLine::default();
-                let report = trainer.run(cli.backend, cli.precision, &mut line);
+                let report = trainer.run(kind, precision, &mut line);
                 line.finish();
                 report?
             };
@@ -354,7 +394,10 @@ fn run(cli: Cli) -> learned_fft::Result<serde_json::Value> {
             Ok(json!({ "train": report }))
         }
         Command::Eval { checkpoint } => {
-            dispatch(cli.backend, cli.precision, Eval { checkpoint: Checkpoint::read(checkpoint)? })
+            let checkpoint = Checkpoint::read(checkpoint)?;
+            // The float type it trained in, unless --precision says otherwise.
+            let precision = cli.precision.unwrap_or(checkpoint.precision);
+            dispatch(backend(cli.backend, precision)?, precision, Eval { checkpoint })
         }
         Command::Export { checkpoint, format: ExportFormat::Safetensors, out } => {
             let summary = learned_fft::train::export::export_safetensors(checkpoint, out)?;
@@ -365,8 +408,8 @@ fn run(cli: Cli) -> learned_fft::Result<serde_json::Value> {
             let sweep = cli::sweep::Sweep {
                 sizes,
                 seeds,
-                backend: cli.backend,
-                precision: cli.precision,
+                backend: kind,
+                precision,
                 to_bar,
                 ship: ship.map(Into::into),
                 scratch: scratch.into(),
@@ -385,8 +428,7 @@ fn run(cli: Cli) -> learned_fft::Result<serde_json::Value> {
             Ok(json!({ "sweep": rows }))
         }
         Command::Bench(BenchCommand::Conv { kernels, length, channels, batch, warmup, iters }) => {
-            let r =
-                dispatch(cli.backend, cli.precision, ConvBench { kernels, length, channels, batch, warmup, iters })?;
+            let r = dispatch(kind, precision, ConvBench { kernels, length, channels, batch, warmup, iters })?;
             for row in &r.rows {
                 eprintln!(
                     "conv K={} (N={}) on {}: fft {:.3} ms, direct {:.3} ms ({:.2}×)",
@@ -405,7 +447,7 @@ fn run(cli: Cli) -> learned_fft::Result<serde_json::Value> {
                 iters,
                 reference: !no_reference,
             };
-            let r = dispatch(cli.backend, cli.precision, bench)?;
+            let r = dispatch(kind, precision, bench)?;
             eprintln!(
                 "spectral W={} H={} {}×{} on {} ({}): forward {:.3} ms, fwd+bwd {:.3} ms; reference fwd+bwd {}",
                 r.win,
@@ -421,7 +463,7 @@ fn run(cli: Cli) -> learned_fft::Result<serde_json::Value> {
             Ok(serde_json::to_value(r).expect("bench results serialise"))
         }
         Command::Bench(BenchCommand::Butterfly { n, batch, warmup, iters }) => {
-            let result = dispatch(cli.backend, cli.precision, ButterflyBench { n, batch, warmup, iters })?;
+            let result = dispatch(kind, precision, ButterflyBench { n, batch, warmup, iters })?;
             eprintln!(
                 "butterfly n={} batch={} on {} ({}): forward {:.3} ms ({:.1} GB/s), fwd+bwd {:.3} ms",
                 result.n,

@@ -19,7 +19,7 @@ pub fn rmse<B: ButterflyOps>(layer: &Butterfly<B>, target: &ComplexMatrix) -> Re
     if target.n() != layer.n() {
         return Err(Error::invalid("rmse", format!("a target of size {}", layer.n()), target.n()));
     }
-    layer.matrix_on_backend().rmse(target)
+    layer.matrix_on_backend()?.rmse(target)
 }
 
 /// The floor for `target` at size `n` on backend `B`: the rmse of the exact-twiddle butterfly.

@@ -56,6 +56,12 @@ pub fn select_columns<B: Backend>(x: Tensor<B, 2>, indices: Vec<i64>) -> Tensor<
         .chunks(MAX_SELECT_INDICES)
         .map(|c| x.clone().select(1, int_tensor::<B, 1>(c.to_vec(), [c.len()], &device)))
         .collect();
+    // With several pieces, the backward of `cat` hands each `select` a column slice of the
+    // gradient, which candle stores strided, and candle's `index_add` (the `select` backward)
+    // takes only contiguous tensors. Multiplying by one gives each piece a backward that writes
+    // a fresh, contiguous gradient first.
+    let pieces: Vec<Tensor<B, 2>> =
+        if pieces.len() > 1 { pieces.into_iter().map(|p| p.mul_scalar(1.0)).collect() } else { pieces };
     if pieces.len() == 1 {
         pieces.into_iter().next().expect("one piece")
     } else {

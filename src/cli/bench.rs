@@ -11,6 +11,7 @@ use serde::Serialize;
 
 use learned_fft::backend::{BackendTask, FftBackend, Selected};
 use learned_fft::error::{check_power_of_two, Error, Result};
+use learned_fft::memory;
 use learned_fft::{Butterfly, ButterflyConfig, ButterflyInit};
 use learned_fft::{ButterflyOps, KernelChoice};
 use learned_fft::{Distance, SpectralLoss, SpectralLossConfig};
@@ -86,6 +87,10 @@ impl BackendTask for ButterflyBench {
             return Err(Error::invalid("bench butterfly", "batch >= 1", self.batch));
         }
         let (n, batch) = (self.n, self.batch);
+        // Input, output and gradients (re, im), and the reference path's per-stage activations.
+        let (log_n, float) = (n.trailing_zeros() as usize, std::mem::size_of::<B::FloatElem>());
+        let needed = memory::product(&[batch, n, 8 + 2 * log_n, float]);
+        memory::ensure("bench butterfly", || format!("{batch} rows of N = {n}"), needed)?;
         let layer: Butterfly<B> =
             ButterflyConfig::new(n).with_init(ButterflyInit::RandomUnitary { seed: 0 }).init(&device)?;
         let inner = layer.valid();
@@ -182,6 +187,13 @@ impl BackendTask for SpectralBench {
         }
         let config = SpectralLossConfig::new(self.win, self.hop).with_distance(Distance::L2);
         let shape = [self.signals, self.samples];
+        // The signals and their gradients; the reference path also holds every frame (W samples
+        // per hop) with its spectrum and their gradients.
+        let float = std::mem::size_of::<B::FloatElem>();
+        let per_sample = if self.reference { self.win.div_ceil(self.hop.max(1)) * 8 } else { 8 };
+        let needed = memory::product(&[self.signals, self.samples, per_sample, float]);
+        let what = || format!("{} × {} samples at W = {}, H = {}", self.signals, self.samples, self.win, self.hop);
+        memory::ensure("bench spectral", what, needed)?;
         let pred = Tensor::<B::InnerBackend, 2>::random(shape, Distribution::Normal(0.0, 1.0), &device);
         let target = Tensor::<B::InnerBackend, 2>::random(shape, Distribution::Normal(0.0, 1.0), &device);
         let time = |kernel: KernelChoice| -> Result<(f64, f64)> {
@@ -300,6 +312,9 @@ impl BackendTask for ConvBench {
         if l == 0 || c == 0 || batch == 0 {
             return Err(Error::invalid("bench conv", "length, channels and batch ≥ 1", format!("{l}, {c}, {batch}")));
         }
+        let float = std::mem::size_of::<B::FloatElem>();
+        let needed = memory::product(&[batch, c, l.checked_next_power_of_two().unwrap_or(usize::MAX), 16, float]);
+        memory::ensure("bench conv", || format!("{batch} × {c} channels × {l} samples"), needed)?;
         let x = Tensor::<I<B>, 3>::random([batch, c, l], Distribution::Normal(0.0, 1.0), &device);
         let mut rows = Vec::new();
         for &k in &self.kernels {

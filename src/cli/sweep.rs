@@ -181,7 +181,7 @@ fn floor_on(n: usize, backend: BackendKind, precision: Precision) -> Result<f64>
 /// Copies a run's checkpoint into `dir` as `dft-n{N}-{precision}.lfft` and records it in
 /// `dir/manifest.json` (replacing an entry for the same file), both written atomically.
 fn ship_checkpoint(dir: &Path, checkpoint: &Path, r: &TrainReport) -> Result<()> {
-    let file = format!("{}-n{}-{}.lfft", r.target.name(), r.n, r.backend.precision);
+    let file = format!("{}-n{}-{}.lfft", r.target.kind(), r.n, r.backend.precision);
     let bytes = std::fs::read(checkpoint).map_err(|e| Error::io("bench train", checkpoint, e))?;
     write_atomic(&dir.join(&file), &bytes)?;
     let manifest_path = dir.join("manifest.json");
@@ -193,7 +193,7 @@ fn ship_checkpoint(dir: &Path, checkpoint: &Path, r: &TrainReport) -> Result<()>
     entries.push(ManifestEntry {
         file,
         n: r.n,
-        target: r.target.name().to_string(),
+        target: r.target.kind().to_string(),
         precision: r.backend.precision,
         rmse: r.rmse,
         floor: r.floor,

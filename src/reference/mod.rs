@@ -16,4 +16,4 @@ pub mod targets;
 
 pub use dft::FftNorm;
 pub use matrix::ComplexMatrix;
-pub use targets::Target;
+pub use targets::{Target, TargetKind};

@@ -43,23 +43,75 @@ pub enum Target {
     },
 }
 
+/// Which [`Target`], without its data: what `--target` names. Displays as its lowercase name
+/// (`dft`, `dct2`, …), the spelling the CLI, checkpoints' exports and file names share.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum TargetKind {
+    /// [`Target::Dft`].
+    Dft,
+    /// [`Target::Idft`].
+    Idft,
+    /// [`Target::Dct2`].
+    Dct2,
+    /// [`Target::Dst2`].
+    Dst2,
+    /// [`Target::Hadamard`].
+    Hadamard,
+    /// [`Target::Hartley`].
+    Hartley,
+    /// [`Target::Circulant`] (its kernel is given separately).
+    Circulant,
+}
+
+impl std::fmt::Display for TargetKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use clap::ValueEnum;
+        f.write_str(self.to_possible_value().expect("no variant is skipped").get_name())
+    }
+}
+
+impl TargetKind {
+    /// The target of this kind; `kernel` is the circulant's and must be empty for the others.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] when a kernel is given to a target that takes none.
+    pub fn target(self, kernel: Vec<f64>) -> Result<Target> {
+        if !kernel.is_empty() && self != TargetKind::Circulant {
+            return Err(Error::invalid("target", "a kernel only for the circulant target", self));
+        }
+        Ok(match self {
+            TargetKind::Dft => Target::Dft,
+            TargetKind::Idft => Target::Idft,
+            TargetKind::Dct2 => Target::Dct2,
+            TargetKind::Dst2 => Target::Dst2,
+            TargetKind::Hadamard => Target::Hadamard,
+            TargetKind::Hartley => Target::Hartley,
+            TargetKind::Circulant => Target::Circulant { kernel },
+        })
+    }
+}
+
 impl Target {
-    /// Short lowercase name (`"dft"`, `"dct2"`, …).
-    pub fn name(&self) -> &'static str {
+    /// Which target this is (displays as its short lowercase name: `dft`, `dct2`, …).
+    pub fn kind(&self) -> TargetKind {
         match self {
-            Target::Dft => "dft",
-            Target::Idft => "idft",
-            Target::Dct2 => "dct2",
-            Target::Dst2 => "dst2",
-            Target::Hadamard => "hadamard",
-            Target::Hartley => "hartley",
-            Target::Circulant { .. } => "circulant",
+            Target::Dft => TargetKind::Dft,
+            Target::Idft => TargetKind::Idft,
+            Target::Dct2 => TargetKind::Dct2,
+            Target::Dst2 => TargetKind::Dst2,
+            Target::Hadamard => TargetKind::Hadamard,
+            Target::Hartley => TargetKind::Hartley,
+            Target::Circulant { .. } => TargetKind::Circulant,
         }
     }
 
     /// The dense N×N matrix of this target. N must be a power of two ≥ 2 (the butterfly's sizes).
     pub fn matrix(&self, n: usize) -> Result<ComplexMatrix> {
         check_power_of_two("target.matrix", n)?;
+        // The complex f64 matrix, and as much again while it is built and used.
+        let needed = crate::memory::product(&[n, n, 32]);
+        crate::memory::ensure("target.matrix", || format!("the dense N×N {} target at N = {n}", self.kind()), needed)?;
         let real = |v: &[f64]| -> Vec<Complex64> { v.iter().map(|&x| Complex64::new(x, 0.0)).collect() };
         Ok(match self {
             Target::Dft => ComplexMatrix::from_linear_map(n, |col| fft_chunks(col, n, false, FftNorm::Ortho)),

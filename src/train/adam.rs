@@ -57,6 +57,7 @@ impl<B: FftBackend> Run<'_, B> {
         if self.checkpoint_due() {
             self.save()?;
         }
+        self.stop_if_asked()?;
         let grads = GradientsParams::from_grads(loss.backward(), &self.layer);
         self.layer = self.optim.step(lr, self.layer.clone(), grads);
         self.state.step += 1;

@@ -3,8 +3,10 @@
 //!
 //! File layout (little-endian): the 8-byte magic `LFFTCKPT`, a u32 format version, a u32 CRC-32
 //! of the payload, a u64 payload length, then the payload: three length-prefixed (u64) sections,
-//! the JSON header (config and state), the layer's record and the optimiser's record (Burn's
-//! named MessagePack, full precision; the optimiser section is empty once Adam is done). A file
+//! the JSON header (config, state and precision), the layer's record and the optimiser's record
+//! (Burn's named MessagePack in the run's float type: f32 for f32 runs, f64 for f64 runs; the
+//! optimiser section is empty once Adam is done). Records are read back at f64, which holds
+//! either exactly. A file
 //! whose magic, version, length or checksum is wrong is refused with [`Error::Checkpoint`].
 //!
 //! Writing goes to `<file>.tmp` in the same directory, which is flushed to disk and then
@@ -15,7 +17,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use burn::module::{Module, Param};
-use burn::record::{FullPrecisionSettings, NamedMpkBytesRecorder, Recorder};
+use burn::record::{DoublePrecisionSettings, FullPrecisionSettings, NamedMpkBytesRecorder, Recorder};
 use burn::tensor::{backend::Backend, Tensor};
 use serde::{Deserialize, Serialize};
 
@@ -33,6 +35,60 @@ const HEADER_LEN: usize = 8 + 4 + 4 + 8;
 pub const CHECKPOINT_FILE: &str = "checkpoint.lfft";
 /// The file name of the config saved beside it.
 pub const CONFIG_FILE: &str = "config.json";
+
+/// The lock file inside a checkpoint directory (it names the process holding it).
+pub const LOCK_FILE: &str = "lock";
+
+/// One trainer per checkpoint directory: an exclusive advisory lock on its [`LOCK_FILE`], held
+/// until dropped. The operating system releases it when the process ends, however it ends, so a
+/// killed run never leaves a stale lock.
+#[derive(Debug)]
+pub struct DirLock {
+    _file: std::fs::File,
+}
+
+impl DirLock {
+    /// Takes the lock on `dir` (created if missing) and removes the temporary files a run killed
+    /// mid-write leaves behind.
+    ///
+    /// # Errors
+    /// [`Error::Busy`] naming the holder when another process has the directory;
+    /// [`Error::Io`] when the lock file cannot be created.
+    pub fn acquire(dir: &Path) -> Result<Self> {
+        let op = "train.lock";
+        std::fs::create_dir_all(dir).map_err(|e| Error::io(op, dir, e))?;
+        let path = dir.join(LOCK_FILE);
+        let mut file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .map_err(|e| Error::io(op, &path, e))?;
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => {
+                let holder = std::fs::read_to_string(&path).unwrap_or_default().trim().to_string();
+                return Err(Error::Busy {
+                    dir: dir.display().to_string(),
+                    holder: if holder.is_empty() { "another process".into() } else { holder },
+                    lock: path.display().to_string(),
+                });
+            }
+            Err(std::fs::TryLockError::Error(e)) => return Err(Error::io(op, &path, e)),
+        }
+        let named =
+            file.set_len(0).and_then(|()| write!(file, "process {}", std::process::id())).and_then(|()| file.flush());
+        named.map_err(|e| Error::io(op, &path, e))?;
+        for name in [CHECKPOINT_FILE, CONFIG_FILE] {
+            match std::fs::remove_file(dir.join(format!("{name}.tmp"))) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(Error::io(op, dir, e)),
+                _ => {}
+            }
+        }
+        Ok(DirLock { _file: file })
+    }
+}
 
 /// Where training stands, saved in every checkpoint.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -101,14 +157,22 @@ fn corrupt(path: &Path, reason: impl Into<String>) -> Error {
     Error::Checkpoint { path: path.display().to_string(), reason: reason.into() }
 }
 
-fn recorder() -> NamedMpkBytesRecorder<FullPrecisionSettings> {
+/// The recorder that reads records back: f64, which holds f32 and f64 records exactly (each
+/// tensor's data carries its own dtype).
+fn reader() -> NamedMpkBytesRecorder<DoublePrecisionSettings> {
     NamedMpkBytesRecorder::default()
 }
 
-/// Encodes a Burn record to bytes.
+/// Encodes a Burn record to bytes, in `B`'s float type (Burn's `FullPrecisionSettings` would
+/// round an f64 run's parameters to f32).
 pub(crate) fn record_bytes<B: Backend, R: burn::record::Record<B>>(record: R) -> Result<Vec<u8>> {
-    Recorder::<B>::record(&recorder(), record, ())
-        .map_err(|e| corrupt(Path::new("<memory>"), format!("cannot encode record: {e}")))
+    let encoded = match Precision::of::<B>() {
+        Precision::F32 => Recorder::<B>::record(&NamedMpkBytesRecorder::<FullPrecisionSettings>::default(), record, ()),
+        Precision::F64 => {
+            Recorder::<B>::record(&NamedMpkBytesRecorder::<DoublePrecisionSettings>::default(), record, ())
+        }
+    };
+    encoded.map_err(|e| corrupt(Path::new("<memory>"), format!("cannot encode record: {e}")))
 }
 
 /// Writes a checkpoint atomically (temporary file, flush, rename).
@@ -225,7 +289,7 @@ impl Checkpoint {
     /// The layer stored in the checkpoint, on backend `B`.
     pub fn layer<B: Backend>(&self, device: &B::Device) -> Result<Butterfly<B>> {
         let layer = ButterflyConfig::new(self.config.n).with_init(ButterflyInit::Identity).init::<B>(device)?;
-        let record = Recorder::<B>::load(&recorder(), self.model.clone(), device)
+        let record = Recorder::<B>::load(&reader(), self.model.clone(), device)
             .map_err(|e| corrupt(&self.path, format!("cannot decode the layer: {e}")))?;
         let mut layer = layer.load_record(record);
         let expected = [self.config.n.trailing_zeros() as usize, self.config.n / 2, 2, 2];
@@ -252,7 +316,7 @@ impl Checkpoint {
         if self.optim.is_empty() {
             return Ok(None);
         }
-        Recorder::<B>::load(&recorder(), self.optim.clone(), device)
+        Recorder::<B>::load(&reader(), self.optim.clone(), device)
             .map(Some)
             .map_err(|e| corrupt(&self.path, format!("cannot decode the optimiser state: {e}")))
     }

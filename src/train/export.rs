@@ -67,7 +67,7 @@ pub fn export_safetensors(checkpoint: impl AsRef<Path>, out: impl AsRef<Path>) -
     let metadata = HashMap::from([
         ("format".to_string(), "learned-fft-butterfly-v1".to_string()),
         ("n".to_string(), n.to_string()),
-        ("target".to_string(), ckpt.config.target.name().to_string()),
+        ("target".to_string(), ckpt.config.target.kind().to_string()),
         ("precision".to_string(), ckpt.precision.to_string()),
         ("step".to_string(), ckpt.state.step.to_string()),
     ]);

@@ -28,6 +28,6 @@ pub mod polish;
 mod run;
 mod trainer;
 
-pub use checkpoint::{Checkpoint, Phase, TrainState};
+pub use checkpoint::{Checkpoint, DirLock, Phase, TrainState};
 pub use config::TrainConfig;
 pub use trainer::{Observer, Progress, TrainReport, Trainer};

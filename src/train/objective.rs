@@ -12,6 +12,7 @@
 use burn::tensor::{backend::Backend, ElementConversion, Tensor};
 
 use crate::error::Result;
+use crate::memory;
 use crate::ops::ButterflyOps;
 use crate::ops::Permutation;
 use crate::reference::{ComplexMatrix, Target};
@@ -29,6 +30,17 @@ pub struct Objective<B: Backend> {
     hi: Complex2<B>,
     /// What rounding `hi` lost (zero at f64): re, im.
     lo: Complex2<B>,
+}
+
+/// Bytes a dense-objective run at size `n` needs at its peak, with `float` bytes per float,
+/// counted as one memory (on a GPU part of it is the device's): the f64 target and its parts on
+/// the host (80·N²); on the device the identity and the target's rounded parts for both
+/// objectives (10·N² floats) and the forward's activations and their gradients
+/// (4·(log2 N + 1)·N² floats). `None` when the figure overflows.
+pub fn bytes_needed(n: usize, float: usize) -> Option<u64> {
+    let log_n = n.checked_ilog2().unwrap_or(0) as usize;
+    let device = 10 + 4 * (log_n + 1);
+    memory::sum(&[memory::product(&[n, n, 80]), memory::product(&[n, n, device, float])])
 }
 
 impl<B: Backend> Objective<B> {

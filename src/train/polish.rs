@@ -269,6 +269,7 @@ impl<B: FftBackend> Run<'_, B> {
                 self.keep(&polish);
                 self.save()?;
             }
+            self.stop_if_asked()?;
             polish.step(settings);
             self.state.step += 1;
             self.state.attempt_step += 1;

@@ -12,14 +12,15 @@ use burn::optim::adaptor::OptimizerAdaptor;
 use burn::optim::{Adam, AdamConfig, Optimizer};
 use burn::tensor::Tensor;
 
-use super::checkpoint::{self, Checkpoint, Phase, TrainState, CONFIG_FILE};
+use super::checkpoint::{self, Checkpoint, DirLock, Phase, TrainState, CONFIG_FILE};
 use super::config::TrainConfig;
 use super::logging::TensorBoard;
-use super::objective::{scalar, Objective};
+use super::objective::{self, scalar, Objective};
 use super::polish::Twiddles;
 use super::trainer::{Observer, Progress, Trainer};
 use crate::backend::{FftBackend, Precision};
 use crate::error::{Error, Result};
+use crate::memory;
 use crate::nn::{exact_fft, Butterfly, ButterflyConfig, ButterflyInit};
 use crate::ops::Permutation;
 use crate::reference::Target;
@@ -33,6 +34,9 @@ pub(super) type AdamOptimizer<B> = OptimizerAdaptor<Adam, Butterfly<B>, B>;
 /// A run in progress on backend `B`.
 pub(super) struct Run<'a, B: FftBackend> {
     pub cfg: &'a TrainConfig,
+    trainer: &'a Trainer,
+    /// The checkpoint directory's lock, held while the run lives.
+    _lock: Option<DirLock>,
     pub device: &'a B::Device,
     observer: &'a mut dyn Observer,
     /// The loss Adam differentiates.
@@ -61,6 +65,9 @@ impl<'a, B: FftBackend> Run<'a, B> {
         let cfg = trainer.config();
         cfg.validate()?;
         let n = cfg.n;
+        let float = std::mem::size_of::<B::FloatElem>();
+        let what = || format!("training at N = {n} ({}, dense N×N objective)", Precision::of::<B>());
+        memory::ensure("train", what, objective::bytes_needed(n, float))?;
         let objective = Objective::<B>::new(&cfg.target, n, device)?;
         let inner_objective = Objective::<B::InnerBackend>::new(&cfg.target, n, device)?;
         let floor_device = match cfg.target {
@@ -72,6 +79,8 @@ impl<'a, B: FftBackend> Run<'a, B> {
             _ => None,
         };
         let ckpt_path = trainer.checkpoint_path();
+        // One trainer per checkpoint directory, from before the checkpoint is read.
+        let lock = cfg.checkpoint_dir.as_ref().map(|d| DirLock::acquire(Path::new(d))).transpose()?;
         let (layer, optim, state) = match (&ckpt_path, trainer.resumes()) {
             (Some(path), true) => resume::<B>(path, cfg, device)?,
             (None, true) => return Err(Error::invalid("train.resume", "a checkpoint directory", "none")),
@@ -89,6 +98,8 @@ impl<'a, B: FftBackend> Run<'a, B> {
         let base_seconds = state.seconds;
         Ok(Run {
             cfg,
+            trainer,
+            _lock: lock,
             device,
             observer,
             objective,
@@ -150,11 +161,28 @@ impl<'a, B: FftBackend> Run<'a, B> {
         Ok(())
     }
 
-    /// Whether a checkpoint is due at this step.
+    /// Whether a checkpoint is due at this step: every `checkpoint_every` steps, and when a stop
+    /// was asked for.
     pub fn checkpoint_due(&self) -> bool {
         self.ckpt_path.is_some()
-            && self.state.step.is_multiple_of(self.cfg.checkpoint_every)
+            && (self.state.step.is_multiple_of(self.cfg.checkpoint_every) || self.trainer.stop_asked())
             && self.last_ckpt != Some(self.state.step)
+    }
+
+    /// Ends the run with [`Error::Interrupted`] once a stop was asked for (call it after the
+    /// checkpoint of the step): the checkpoint then holds the state at this step, and a resume
+    /// takes this step next.
+    pub fn stop_if_asked(&mut self) -> Result<()> {
+        if !self.trainer.stop_asked() {
+            return Ok(());
+        }
+        if let Some(tb) = self.tb.as_mut() {
+            tb.flush()?;
+        }
+        Err(Error::Interrupted {
+            step: self.state.step,
+            checkpoint: self.ckpt_path.as_ref().map(|p| p.display().to_string()),
+        })
     }
 
     /// Writes the checkpoint (atomically), with the optimiser's record while Adam runs.

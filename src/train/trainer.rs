@@ -2,6 +2,8 @@
 //! The run itself is [`super::run`]; its phases are [`super::adam`] and [`super::polish`].
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use serde::Serialize;
 
@@ -85,13 +87,14 @@ pub struct TrainReport {
 pub struct Trainer {
     config: TrainConfig,
     resume: bool,
+    stop: Option<Arc<AtomicBool>>,
 }
 
 impl Trainer {
     /// A trainer for `config` (checked here).
     pub fn new(config: TrainConfig) -> Result<Self> {
         config.validate()?;
-        Ok(Trainer { config, resume: false })
+        Ok(Trainer { config, resume: false, stop: None })
     }
 
     /// Continue from `<checkpoint_dir>/checkpoint.lfft` (optimiser state and step counter
@@ -99,6 +102,19 @@ impl Trainer {
     pub fn with_resume(mut self, resume: bool) -> Self {
         self.resume = resume;
         self
+    }
+
+    /// A flag that asks the run to stop: once it is set (by a signal handler, another thread),
+    /// the run finishes its current step, writes a checkpoint (with a checkpoint directory) and
+    /// returns [`crate::Error::Interrupted`]. The binary sets it on SIGTERM and SIGINT.
+    pub fn with_stop_flag(mut self, stop: Arc<AtomicBool>) -> Self {
+        self.stop = Some(stop);
+        self
+    }
+
+    /// Whether a stop was asked for.
+    pub(super) fn stop_asked(&self) -> bool {
+        self.stop.as_ref().is_some_and(|s| s.load(Ordering::SeqCst))
     }
 
     /// The config.

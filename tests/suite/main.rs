@@ -15,11 +15,14 @@
 //! - `conv`: the FFT convolution layer against an explicit f64 sum, its gradients against finite
 //!   differences, frozen FFTs under an optimiser; Welch's PSD against an f64 Welch; top-k peaks.
 //! - `errors`: bad input gives a clear error.
+//! - `cli`: the binary as a user runs it: sizes and counts it refuses, the backend flag over the
+//!   environment, one trainer per checkpoint directory, SIGTERM/SIGINT leave a checkpoint.
 //!
 //! wgpu tests skip when no adapter is found, unless `LEARNED_FFT_REQUIRE_WGPU=1`, which makes
 //! them fail instead (CI sets it). The kernel sweeps run a CI tier by default and every case
 //! with `LEARNED_FFT_FULL_SWEEP=1` (the GPU runs use it).
 
+mod cli;
 mod common;
 mod conv;
 mod errors;

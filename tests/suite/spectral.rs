@@ -117,7 +117,17 @@ pub(crate) fn grads(
     batch: usize,
     t: usize,
 ) -> (Vec<f64>, Vec<f64>) {
-    type A = Autodiff<NdArrayBackend<f64>>;
+    grads_on::<Autodiff<NdArrayBackend<f64>>>(cfg, pred, target, batch, t)
+}
+
+/// The gradients of the summed loss for both inputs on backend `A`.
+fn grads_on<A: burn::tensor::backend::AutodiffBackend + learned_fft::SpectralOps>(
+    cfg: &SpectralLossConfig,
+    pred: &[f64],
+    target: &[f64],
+    batch: usize,
+    t: usize,
+) -> (Vec<f64>, Vec<f64>) {
     let device = Default::default();
     let p = tensor2::<A>(pred, batch, t, &device).require_grad();
     let q = tensor2::<A>(target, batch, t, &device).require_grad();
@@ -336,4 +346,18 @@ fn the_loss_is_a_module_a_model_can_hold() {
     let a = host(model.loss.forward(pred.clone(), target.clone(), Reduction::Mean).unwrap())[0];
     let b = host(model.clone().loss.forward(pred, target, Reduction::Mean).unwrap())[0];
     assert!(a > 0.0 && a.to_bits() == b.to_bits(), "{a} vs {b}");
+}
+
+/// At audio sizes (64 signals × 48000 samples, W = 64, H = 16: 191 808 frames, gathered in
+/// pieces) the gradient on candle is ndarray's. candle's `index_add` takes only contiguous
+/// tensors, and the gather's backward used to hand it strided slices.
+#[test]
+fn candle_gradients_match_ndarray_at_audio_sizes() {
+    let (batch, t) = (64, 48_000);
+    let cfg = SpectralLossConfig::new(64, 16).with_distance(Distance::L2);
+    let (pred, target) = (normals(91, batch * t), normals(92, batch * t));
+    let (gp, gt) = grads_on::<Autodiff<CandleBackend<f64>>>(&cfg, &pred, &target, batch, t);
+    let (wp, wt) = grads(&cfg, &pred, &target, batch, t);
+    let (ep, et) = (rel_rms_real(&gp, &wp), rel_rms_real(&gt, &wt));
+    assert!(ep <= SPECTRAL_REL_F64 && et <= SPECTRAL_REL_F64, "candle vs ndarray: {ep:e}, {et:e}");
 }

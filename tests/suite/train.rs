@@ -269,21 +269,27 @@ fn killed_run_resumes_losing_at_most_one_checkpoint_interval() {
     assert!(rmse <= F32_TRAIN_BAR_OVER_FLOOR * floor, "resumed run: rmse {rmse:e}, floor {floor:e}");
 }
 
-#[test]
-fn export_writes_the_documented_safetensors_layout() {
+/// The matrix a safetensors export describes, rebuilt from its layout as the README says
+/// (column by column), with the dtype of its twiddles.
+fn matrix_from_export(path: &Path) -> (Vec<num_complex::Complex64>, safetensors::Dtype) {
     use num_complex::Complex64;
-    use safetensors::SafeTensors;
-    let (dir, _) = checkpointed("export", 16);
-    let out = dir.join("fft16.safetensors");
-    learned_fft::train::export::export_safetensors(dir.join("checkpoint.lfft"), &out).unwrap();
-    let bytes = std::fs::read(&out).unwrap();
+    use safetensors::{Dtype, SafeTensors};
+    let bytes = std::fs::read(path).unwrap();
     let st = SafeTensors::deserialize(&bytes).unwrap();
-    let f32s = |name: &str| -> Vec<f64> {
+    let n: usize = st.tensor("permutation").unwrap().shape()[0];
+    let log_n = n.trailing_zeros() as usize;
+    let dtype = st.tensor("twiddle_re").unwrap().dtype();
+    let floats = |name: &str| -> Vec<f64> {
         let t = st.tensor(name).unwrap();
-        assert_eq!(t.shape(), &[4, 8, 2, 2]);
-        t.data().chunks(4).map(|c| f32::from_le_bytes(c.try_into().unwrap()) as f64).collect()
+        assert_eq!(t.shape(), &[log_n, n / 2, 2, 2]);
+        assert_eq!(t.dtype(), dtype, "both parts in one dtype");
+        match dtype {
+            Dtype::F32 => t.data().chunks(4).map(|c| f32::from_le_bytes(c.try_into().unwrap()) as f64).collect(),
+            Dtype::F64 => t.data().chunks(8).map(|c| f64::from_le_bytes(c.try_into().unwrap())).collect(),
+            other => panic!("twiddles of dtype {other:?}"),
+        }
     };
-    let (re, im) = (f32s("twiddle_re"), f32s("twiddle_im"));
+    let (re, im) = (floats("twiddle_re"), floats("twiddle_im"));
     let perm: Vec<usize> = st
         .tensor("permutation")
         .unwrap()
@@ -291,12 +297,10 @@ fn export_writes_the_documented_safetensors_layout() {
         .chunks(8)
         .map(|c| i64::from_le_bytes(c.try_into().unwrap()) as usize)
         .collect();
-    // Rebuild the matrix from the layout as the README describes it, column by column.
-    let n = 16;
     let mut m = vec![Complex64::new(0.0, 0.0); n * n];
     for j in 0..n {
         let mut x: Vec<Complex64> = (0..n).map(|i| Complex64::new((perm[i] == j) as u8 as f64, 0.0)).collect();
-        for s in 0..4 {
+        for s in 0..log_n {
             let st = 1 << s;
             let mut y = x.clone();
             for k in 0..n / 2 {
@@ -315,11 +319,74 @@ fn export_writes_the_documented_safetensors_layout() {
             m[r * n + j] = x[r];
         }
     }
+    (m, dtype)
+}
+
+#[test]
+fn export_writes_the_documented_safetensors_layout() {
+    let (dir, _) = checkpointed("export", 16);
+    let out = dir.join("fft16.safetensors");
+    learned_fft::train::export::export_safetensors(dir.join("checkpoint.lfft"), &out).unwrap();
+    let (m, dtype) = matrix_from_export(&out);
+    assert_eq!(dtype, safetensors::Dtype::F32, "an f32 run exports f32");
+    let n = 16;
     let layer =
         Butterfly::<NdArrayBackend<f64>>::from_checkpoint(dir.join("checkpoint.lfft"), &Default::default()).unwrap();
     let truth = layer.to_matrix();
     let worst = (0..n * n).map(|i| (m[i] - truth.get(i / n, i % n)).norm()).fold(0.0, f64::max);
     assert!(worst <= 1e-15, "rebuilt matrix differs by {worst:e}");
+}
+
+/// An f64 run's result survives the file: `eval` of its checkpoint gives the rmse training
+/// reported (at f64, ≤ 1e-14), and the export holds f64 twiddles with the same rmse. (Through
+/// the binary, as a user does it; Burn's full-precision records would round to f32 and give
+/// ~1e-8.)
+#[test]
+fn f64_checkpoint_and_export_keep_the_trained_rmse() {
+    use std::process::Command;
+    let dir = scratch("f64-save");
+    let exe = env!("CARGO_BIN_EXE_learned-fft");
+    let json = |args: &[&str]| -> serde_json::Value {
+        let out = Command::new(exe).args(args).output().expect("run");
+        assert!(out.status.success(), "{args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+        let last = String::from_utf8_lossy(&out.stdout).lines().last().unwrap_or_default().to_string();
+        serde_json::from_str(&last).expect("a JSON line")
+    };
+    let d = dir.display().to_string();
+    let trained = json(&[
+        "--backend",
+        "ndarray",
+        "--precision",
+        "f64",
+        "train",
+        "--n",
+        "16",
+        "--seed",
+        "3",
+        "--quiet",
+        "--checkpoint-dir",
+        &d,
+    ]);
+    let rmse = trained["train"]["rmse"].as_f64().unwrap();
+    assert!(rmse <= F64_TRAIN_BAR, "f64 training reached {rmse:e}");
+    let ckpt = dir.join("checkpoint.lfft").display().to_string();
+    // eval takes the checkpoint's precision when no --precision is given.
+    let evaluated = json(&["--backend", "ndarray", "eval", "--checkpoint", &ckpt]);
+    assert_eq!(evaluated["trained_precision"], "f64");
+    let eval_rmse = evaluated["rmse"].as_f64().unwrap();
+    assert!(
+        eval_rmse <= F64_TRAIN_BAR && (eval_rmse - rmse).abs() <= 1e-3 * rmse,
+        "eval of the saved layer gives {eval_rmse:e}, training reported {rmse:e}"
+    );
+    let out = dir.join("fft16.safetensors");
+    json(&["export", "--checkpoint", &ckpt, "--out", &out.display().to_string()]);
+    let (m, dtype) = matrix_from_export(&out);
+    assert_eq!(dtype, safetensors::Dtype::F64, "an f64 run exports f64");
+    let target = learned_fft::Target::Dft.matrix(16).unwrap();
+    let n = 16;
+    let export_rmse =
+        ((0..n * n).map(|i| (m[i] - target.get(i / n, i % n)).norm_sqr()).sum::<f64>() / (n * n) as f64).sqrt();
+    assert!(export_rmse <= F64_TRAIN_BAR, "the exported twiddles give rmse {export_rmse:e}");
 }
 
 #[test]

@@ -11,6 +11,7 @@ use burn::module::{Module, Param};
 use burn::tensor::{backend::Backend, Tensor};
 
 use crate::error::{check_power_of_two, Error, Result};
+use crate::memory;
 use crate::ops::butterfly::{butterfly_forward_reference, ButterflyOps, Permutation};
 use crate::reference::{self as truth, ComplexMatrix, FftNorm};
 use crate::tensors::{eye, float_tensor, to_f64_vec};
@@ -40,6 +41,9 @@ impl ButterflyConfig {
 
     fn assertions(&self) -> Result<usize> {
         let log_n = check_power_of_two("butterfly.init", self.n)?;
+        // 4·log2(N)·N twiddle values, in f64 on the host, then on the device (at most f64).
+        let needed = memory::product(&[log_n, self.n, 4, 8, 2]);
+        memory::ensure("butterfly.init", || format!("the twiddles at N = {}", self.n), needed)?;
         if let ButterflyInit::Randn { scale, .. } = self.init {
             if !(scale.is_finite() && scale > 0.0) {
                 return Err(Error::invalid("butterfly.init", "Randn scale finite and > 0", scale));
@@ -172,14 +176,21 @@ impl<B: ButterflyOps> Butterfly<B> {
     /// The dense N×N matrix as the layer computes it: its forward applied to the identity on
     /// its own backend and dtype, then read back as f64. Unlike [`to_matrix`](Self::to_matrix)
     /// this includes the rounding of the backend's arithmetic.
-    pub fn matrix_on_backend(&self) -> ComplexMatrix {
+    ///
+    /// # Errors
+    /// [`Error::OutOfMemory`] when the N×N batch and its f64 copy do not fit.
+    pub fn matrix_on_backend(&self) -> Result<ComplexMatrix> {
         let n = self.n;
+        let float = std::mem::size_of::<B::FloatElem>();
+        // The identity and output batches (re, im) on the device, then f64 copies and the matrix.
+        let needed = memory::sum(&[memory::product(&[n, n, 6, float]), memory::product(&[n, n, 32])]);
+        memory::ensure("butterfly.matrix", || format!("the dense N×N matrix at N = {n}"), needed)?;
         let device = self.twiddle_re.device();
         let eye = eye::<B>(n, &device);
-        let (yr, yi) = self.forward(eye.clone(), eye.zeros_like()).expect("shapes are n×n by construction");
+        let (yr, yi) = self.forward(eye.clone(), eye.zeros_like())?;
         // Row j of the output is M e_j, i.e. column j of M.
         let (yr, yi) = (to_f64_vec(yr), to_f64_vec(yi));
-        ComplexMatrix::from_fn(n, |r, c| num_complex::Complex64::new(yr[c * n + r], yi[c * n + r]))
+        Ok(ComplexMatrix::from_fn(n, |r, c| num_complex::Complex64::new(yr[c * n + r], yi[c * n + r])))
     }
 }
 

@@ -1,0 +1,204 @@
+//! The binary as a user runs it: bad inputs give errors and never panics, the flag beats the
+//! environment, one trainer per checkpoint directory, SIGTERM and SIGINT leave a checkpoint.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+
+use learned_fft::train::{Checkpoint, DirLock};
+
+const EXE: &str = env!("CARGO_BIN_EXE_learned-fft");
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("learned-fft-cli-{}", std::process::id())).join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    dir
+}
+
+fn run(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut cmd = Command::new(EXE);
+    cmd.args(args).env_remove("LEARNED_FFT_BACKEND");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().expect("the binary runs")
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// The last stdout line, as JSON.
+fn last_json(out: &Output) -> serde_json::Value {
+    let last = String::from_utf8_lossy(&out.stdout).lines().last().unwrap_or_default().to_string();
+    serde_json::from_str(&last).unwrap_or_default()
+}
+
+/// A failed command: non-zero status, no panic, and stderr mentions every one of `parts`.
+fn refused(args: &[&str], env: &[(&str, &str)], parts: &[&str]) {
+    let out = run(args, env);
+    let err = stderr(&out);
+    assert!(!out.status.success(), "{args:?} should fail; it printed {err}");
+    assert!(!err.contains("panicked"), "{args:?} panicked: {err}");
+    for part in parts {
+        assert!(err.contains(part), "{args:?}: the error should mention {part:?}: {err}");
+    }
+}
+
+#[test]
+fn sizes_too_large_are_refused_with_the_figure_before_allocating() {
+    let cpu = ["--backend", "ndarray"];
+    let with = |rest: &[&'static str]| -> Vec<&'static str> { cpu.iter().chain(rest).copied().collect() };
+    // 2^20: the dense objective would need 80 TiB; 2^30 and 2^63 overflow any count of bytes.
+    refused(&with(&["train", "--n", "1048576"]), &[], &["error: train", "N = 1048576", "needs", "TiB", "available"]);
+    refused(&with(&["train", "--n", "1073741824"]), &[], &["error: train", "needs more than 16 EiB"]);
+    refused(&with(&["train", "--n", "9223372036854775808"]), &[], &["error: train", "needs"]);
+    refused(&with(&["exact", "--n", "1073741824"]), &[], &["target.matrix", "needs"]);
+    refused(&with(&["bench", "butterfly", "--n", "1073741824"]), &[], &["bench butterfly", "needs"]);
+    refused(
+        &with(&["bench", "spectral", "--win", "64", "--signals", "1000000", "--samples", "48000000"]),
+        &[],
+        &["bench spectral", "needs"],
+    );
+}
+
+#[test]
+fn counts_of_zero_are_refused() {
+    for args in [
+        ["bench", "butterfly", "--iters", "0"],
+        ["bench", "spectral", "--iters", "0"],
+        ["bench", "conv", "--iters", "0"],
+        ["bench", "butterfly", "--batch", "0"],
+    ] {
+        let flag = args[2];
+        refused(&args, &[], &[flag, "0"]);
+    }
+}
+
+#[test]
+fn the_backend_flag_beats_the_environment_variable() {
+    let bogus = [("LEARNED_FFT_BACKEND", "bogus")];
+    let out = run(&["--backend", "ndarray", "backend"], &bogus);
+    assert!(out.status.success(), "the flag should win over a bad variable: {}", stderr(&out));
+    assert_eq!(last_json(&out)["backend"]["kind"], "ndarray");
+    // Without the flag the variable counts, and a bad one is named.
+    refused(&["backend"], &bogus, &["LEARNED_FFT_BACKEND", "bogus"]);
+    let out = run(&["backend"], &[("LEARNED_FFT_BACKEND", "ndarray")]);
+    assert_eq!(last_json(&out)["backend"]["kind"], "ndarray", "{}", stderr(&out));
+    let out = run(&["--backend", "candle", "backend"], &[("LEARNED_FFT_BACKEND", "ndarray")]);
+    assert_eq!(last_json(&out)["backend"]["kind"], "candle", "{}", stderr(&out));
+}
+
+#[test]
+fn choosing_a_backend_prints_nothing_about_wgpu_unless_wgpu_is_chosen() {
+    // Without a display session (no XDG_RUNTIME_DIR), probing every graphics API used to print
+    // "error: XDG_RUNTIME_DIR is invalid…" twice from the GL/EGL probe.
+    let mut cmd = Command::new(EXE);
+    cmd.args(["backend"]).env_remove("LEARNED_FFT_BACKEND").env_remove("XDG_RUNTIME_DIR");
+    let out = cmd.output().expect("the binary runs");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let lines: Vec<String> = stderr(&out).lines().map(String::from).collect();
+    assert!(lines.iter().all(|l| l.starts_with("backend: ")), "only the choice is printed, got {lines:?}");
+}
+
+#[test]
+fn a_cuda_backend_that_is_missing_is_an_error() {
+    // A build without the `cuda` feature (as CI's) says so; with it, the driver probe does.
+    if cfg!(feature = "cuda") {
+        return;
+    }
+    refused(&["--backend", "cuda", "backend"], &[], &["cuda", "not available", "--features cuda"]);
+}
+
+/// Training arguments for a small ndarray run in `dir`.
+fn train_args(dir: &Path, n: usize, extra: &[&str]) -> Vec<String> {
+    let mut a: Vec<String> = ["--backend", "ndarray", "train", "--seed", "5", "--quiet", "--log-every", "1"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    a.extend(["--n".into(), n.to_string(), "--checkpoint-dir".into(), dir.display().to_string()]);
+    a.extend(extra.iter().map(|s| s.to_string()));
+    a
+}
+
+/// Spawns a trainer and reads its progress lines until one is at `step` or later; returns the
+/// child (still running) and the last step seen.
+fn trainer_past(args: &[String], step: u64) -> (Child, u64) {
+    let mut child = Command::new(EXE)
+        .args(args)
+        .env_remove("LEARNED_FFT_BACKEND")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let mut seen = 0;
+    for line in lines.by_ref() {
+        let v: serde_json::Value = serde_json::from_str(&line.unwrap()).unwrap_or_default();
+        if let Some(s) = v["progress"]["step"].as_u64() {
+            seen = s;
+            if s >= step {
+                break;
+            }
+        }
+    }
+    // Keep draining stderr so the child never blocks on a full pipe.
+    std::thread::spawn(move || lines.for_each(drop));
+    (child, seen)
+}
+
+#[test]
+fn one_trainer_per_checkpoint_directory() {
+    // A directory this process holds: the trainer is refused, naming the holder.
+    let dir = scratch("locked");
+    let lock = DirLock::acquire(&dir).expect("the lock");
+    std::fs::write(dir.join("checkpoint.lfft.tmp"), b"half a checkpoint").unwrap();
+    let args: Vec<String> = train_args(&dir, 8, &[]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    refused(&args, &[], &["in use by process", &std::process::id().to_string(), "lock"]);
+    drop(lock);
+    // Released, the same command trains, and the stale temporary file of a killed run is gone.
+    let out = run(&args, &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(!dir.join("checkpoint.lfft.tmp").exists(), "the stale temporary file is removed at start");
+
+    // Two trainers: the second is refused at once and the first finishes.
+    let dir = scratch("two");
+    let first_args = train_args(&dir, 64, &[]);
+    let (first, _) = trainer_past(&first_args, 1);
+    let second = run(&first_args.iter().map(String::as_str).collect::<Vec<_>>(), &[]);
+    assert!(!second.status.success(), "the second trainer must not run");
+    assert!(stderr(&second).contains(&format!("in use by process {}", first.id())), "{}", stderr(&second));
+    let first = first.wait_with_output().expect("the first trainer ends");
+    assert!(first.status.success(), "the first trainer finishes");
+    assert!(last_json(&first)["train"]["rmse"].is_f64());
+}
+
+#[test]
+fn sigterm_and_sigint_leave_a_checkpoint_at_the_step_they_stopped() {
+    for signal in ["TERM", "INT"] {
+        let dir = scratch(&format!("signal-{signal}"));
+        // No periodic checkpoint: what is on disk afterwards was written on the way out.
+        let args = train_args(&dir, 16, &["--checkpoint-every", "100000"]);
+        let (child, seen) = trainer_past(&args, 30);
+        assert!(seen >= 30, "the run got to step {seen}");
+        let kill = Command::new("kill").args(["-s", signal, &child.id().to_string()]).status().expect("kill");
+        assert!(kill.success());
+        let out = child.wait_with_output().expect("the trainer ends");
+        let err = last_json(&out)["error"].as_str().unwrap_or_default().to_string();
+        assert!(!out.status.success(), "SIG{signal}: the run must exit non-zero");
+        assert!(err.contains("stopped at step") && err.contains("--resume"), "SIG{signal}: {err}");
+        let step: usize =
+            err.split("stopped at step ").nth(1).and_then(|t| t.split(' ').next()).unwrap().parse().unwrap();
+        let ckpt = Checkpoint::read(dir.join("checkpoint.lfft")).expect("a loadable checkpoint");
+        assert_eq!(ckpt.state.step, step, "SIG{signal}: the checkpoint is at the step the run stopped");
+        assert!(step as u64 >= seen, "SIG{signal}: stopped at {step}, after step {seen} was reported");
+        ckpt.layer::<learned_fft::backend::NdArrayBackend<f32>>(&Default::default()).expect("the layer loads");
+        // And the run continues from it.
+        let resumed: Vec<String> = args.iter().cloned().chain(["--resume".to_string()]).collect();
+        let out = run(&resumed.iter().map(String::as_str).collect::<Vec<_>>(), &[]);
+        assert!(out.status.success(), "SIG{signal}: resume failed: {}", stderr(&out));
+        assert_eq!(last_json(&out)["train"]["resumed_from"].as_u64(), Some(step as u64));
+    }
+}
