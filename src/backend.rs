@@ -170,6 +170,23 @@ pub fn wgpu_adapter() -> Option<AdapterSummary> {
     std::panic::catch_unwind(probe).ok().flatten()
 }
 
+/// Checks that the CUDA driver library loads, starts and sees a device, before CubeCL's CUDA
+/// runtime is touched (it panics without a driver).
+#[cfg(feature = "cuda")]
+fn cuda_probe() -> std::result::Result<(), String> {
+    use cudarc::driver::{result, sys};
+    // SAFETY: only tries to open the driver library by its usual names.
+    if !unsafe { sys::is_culib_present() } {
+        return Err("the CUDA driver library (libcuda) was not found: is the NVIDIA driver installed?".into());
+    }
+    result::init().map_err(|e| format!("the CUDA driver did not start: {e:?}"))?;
+    match result::device::get_count() {
+        Ok(0) => Err("the CUDA driver sees no device".into()),
+        Ok(_) => Ok(()),
+        Err(e) => Err(format!("the CUDA driver cannot count its devices: {e:?}")),
+    }
+}
+
 /// The backend a run actually uses, after `auto` is resolved.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Selected {
@@ -220,6 +237,8 @@ pub fn select(kind: BackendKind, precision: Precision) -> Result<Selected> {
         BackendKind::Candle | BackendKind::Ndarray => (kind, "CPU".to_string()),
         BackendKind::Cuda => {
             if cfg!(feature = "cuda") {
+                #[cfg(feature = "cuda")]
+                cuda_probe().map_err(|reason| Error::BackendUnavailable { backend: kind.to_string(), reason })?;
                 (kind, "CUDA device 0".to_string())
             } else {
                 return Err(Error::BackendUnavailable {

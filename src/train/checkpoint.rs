@@ -36,6 +36,12 @@ pub const CHECKPOINT_FILE: &str = "checkpoint.lfft";
 /// The file name of the config saved beside it.
 pub const CONFIG_FILE: &str = "config.json";
 
+/// The running checkpoint of a run with this config: `<checkpoint_dir>/checkpoint.lfft`, when it
+/// has a checkpoint directory.
+pub fn running_path(config: &TrainConfig) -> Option<PathBuf> {
+    config.checkpoint_dir.as_ref().map(|d| Path::new(d).join(CHECKPOINT_FILE))
+}
+
 /// The lock file inside a checkpoint directory (it names the process holding it).
 pub const LOCK_FILE: &str = "lock";
 

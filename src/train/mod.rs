@@ -5,7 +5,7 @@
 //!    ([`objective`]: mean |M(θ) − T|² over the N×N entries, the square of the rmse metric)
 //!    from Haar-random unitary blocks, until the rmse reaches `switch_rmse`; an attempt that
 //!    does not get there within `adam_steps` is restarted from new random weights.
-//! 2. **Levenberg–Marquardt** ([`polish`]), matrix-free with conjugate gradients, on every
+//! 2. **Levenberg–Marquardt** ([`lm`]), matrix-free with conjugate gradients, on every
 //!    twiddle until the loss stops falling (the float type's precision) or `stop_rmse`.
 //! 3. **Gauge fixing** ([`gauge`]): the twiddles are rescaled, without changing the product, so
 //!    that every block of every factor but the last has first column (1, 1), where f32 rounding
@@ -22,12 +22,15 @@ pub mod checkpoint;
 pub mod config;
 pub mod export;
 pub mod gauge;
+pub mod lm;
 pub mod logging;
 pub mod objective;
-pub mod polish;
+mod observer;
+mod polish;
 mod run;
 mod trainer;
 
 pub use checkpoint::{Checkpoint, DirLock, Phase, TrainState};
 pub use config::TrainConfig;
-pub use trainer::{Observer, Progress, TrainReport, Trainer};
+pub use observer::{Observer, Progress};
+pub use trainer::{TrainReport, Trainer};

@@ -3,6 +3,7 @@
 //! phases themselves are [`super::adam`] and [`super::polish`].
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use burn::lr_scheduler::cosine::{CosineAnnealingLrScheduler, CosineAnnealingLrSchedulerConfig};
@@ -14,10 +15,10 @@ use burn::tensor::Tensor;
 
 use super::checkpoint::{self, Checkpoint, DirLock, Phase, TrainState, CONFIG_FILE};
 use super::config::TrainConfig;
+use super::lm::Twiddles;
 use super::logging::TensorBoard;
 use super::objective::{self, scalar, Objective};
-use super::polish::Twiddles;
-use super::trainer::{Observer, Progress, Trainer};
+use super::observer::{Observer, Progress};
 use crate::backend::{FftBackend, Precision};
 use crate::error::{Error, Result};
 use crate::memory;
@@ -31,10 +32,18 @@ pub(super) const INITIAL_LOG2_LAMBDA: i32 = -10;
 /// Adam on the layer, as the trainer configures it.
 pub(super) type AdamOptimizer<B> = OptimizerAdaptor<Adam, Butterfly<B>, B>;
 
+/// What a run is asked for besides its config.
+pub(super) struct RunOptions<'a> {
+    /// Continue from the checkpoint directory's checkpoint.
+    pub resume: bool,
+    /// Once set, the run checkpoints and stops ([`Error::Interrupted`]).
+    pub stop: Option<&'a AtomicBool>,
+}
+
 /// A run in progress on backend `B`.
 pub(super) struct Run<'a, B: FftBackend> {
     pub cfg: &'a TrainConfig,
-    trainer: &'a Trainer,
+    stop: Option<&'a AtomicBool>,
     /// The checkpoint directory's lock, held while the run lives.
     _lock: Option<DirLock>,
     pub device: &'a B::Device,
@@ -60,9 +69,13 @@ pub(super) struct Run<'a, B: FftBackend> {
 }
 
 impl<'a, B: FftBackend> Run<'a, B> {
-    /// A fresh run, or (`trainer` resuming) the run saved in the checkpoint directory.
-    pub fn start(trainer: &'a Trainer, device: &'a B::Device, observer: &'a mut dyn Observer) -> Result<Self> {
-        let cfg = trainer.config();
+    /// A fresh run, or (`options.resume`) the run saved in the checkpoint directory.
+    pub fn start(
+        cfg: &'a TrainConfig,
+        options: RunOptions<'a>,
+        device: &'a B::Device,
+        observer: &'a mut dyn Observer,
+    ) -> Result<Self> {
         cfg.validate()?;
         let n = cfg.n;
         let float = std::mem::size_of::<B::FloatElem>();
@@ -78,15 +91,15 @@ impl<'a, B: FftBackend> Run<'a, B> {
             }
             _ => None,
         };
-        let ckpt_path = trainer.checkpoint_path();
+        let ckpt_path = checkpoint::running_path(cfg);
         // One trainer per checkpoint directory, from before the checkpoint is read.
         let lock = cfg.checkpoint_dir.as_ref().map(|d| DirLock::acquire(Path::new(d))).transpose()?;
-        let (layer, optim, state) = match (&ckpt_path, trainer.resumes()) {
+        let (layer, optim, state) = match (&ckpt_path, options.resume) {
             (Some(path), true) => resume::<B>(path, cfg, device)?,
             (None, true) => return Err(Error::invalid("train.resume", "a checkpoint directory", "none")),
             (_, false) => (fresh_layer(cfg, 0, device)?, new_optim::<B>(), TrainState::start()),
         };
-        let resumed_from = trainer.resumes().then_some(state.step);
+        let resumed_from = options.resume.then_some(state.step);
         let schedule = schedule::<B>(cfg, state.attempt_step)?;
         if let Some(dir) = &cfg.checkpoint_dir {
             let json = serde_json::to_vec_pretty(cfg)
@@ -98,7 +111,7 @@ impl<'a, B: FftBackend> Run<'a, B> {
         let base_seconds = state.seconds;
         Ok(Run {
             cfg,
-            trainer,
+            stop: options.stop,
             _lock: lock,
             device,
             observer,
@@ -165,15 +178,20 @@ impl<'a, B: FftBackend> Run<'a, B> {
     /// was asked for.
     pub fn checkpoint_due(&self) -> bool {
         self.ckpt_path.is_some()
-            && (self.state.step.is_multiple_of(self.cfg.checkpoint_every) || self.trainer.stop_asked())
+            && (self.state.step.is_multiple_of(self.cfg.checkpoint_every) || self.stop_asked())
             && self.last_ckpt != Some(self.state.step)
+    }
+
+    /// Whether a stop was asked for.
+    fn stop_asked(&self) -> bool {
+        self.stop.is_some_and(|s| s.load(Ordering::SeqCst))
     }
 
     /// Ends the run with [`Error::Interrupted`] once a stop was asked for (call it after the
     /// checkpoint of the step): the checkpoint then holds the state at this step, and a resume
     /// takes this step next.
     pub fn stop_if_asked(&mut self) -> Result<()> {
-        if !self.trainer.stop_asked() {
+        if !self.stop_asked() {
             return Ok(());
         }
         if let Some(tb) = self.tb.as_mut() {

@@ -1,52 +1,22 @@
 //! The trainer's API: [`Trainer`], its [`TrainReport`], and the [`Observer`] of its progress.
 //! The run itself is [`super::run`]; its phases are [`super::adam`] and [`super::polish`].
 
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use serde::Serialize;
 
-use super::checkpoint::{Phase, CHECKPOINT_FILE};
+use super::checkpoint;
 use super::config::TrainConfig;
 use super::objective::scalar;
-use super::run::Run;
+use super::observer::Observer;
+use super::run::{Run, RunOptions};
 use crate::backend::{dispatch, BackendKind, BackendTask, FftBackend, Precision, Selected};
 use crate::error::Result;
 use crate::metrics;
 use crate::nn::Butterfly;
 use crate::reference::Target;
-
-/// One progress record, sent to the [`Observer`] every `log_every` steps and at phase changes.
-#[derive(Clone, Debug, Serialize)]
-pub struct Progress {
-    /// Steps done (all phases).
-    pub step: usize,
-    /// Current phase.
-    pub phase: Phase,
-    /// Attempt number (restarts).
-    pub attempt: usize,
-    /// Loss: mean squared error over the matrix entries, as computed on the device.
-    pub loss: f64,
-    /// √loss: the rmse as the device measures it.
-    pub rmse: f64,
-    /// The same measure for the exact butterfly on this device and dtype (DFT and iDFT only).
-    pub floor: Option<f64>,
-    /// Adam's learning rate (Adam phase only).
-    pub lr: Option<f64>,
-    /// Seconds since this run started.
-    pub seconds: f64,
-}
-
-/// Receives progress while training runs (a progress bar, a logger). `()` ignores everything.
-pub trait Observer {
-    /// Called with the backend and the step training starts from.
-    fn start(&mut self, _selected: &Selected, _config: &TrainConfig, _start_step: usize) {}
-    /// Called every `log_every` steps and at phase changes.
-    fn progress(&mut self, _p: &Progress) {}
-}
-
-impl Observer for () {}
 
 /// The outcome of a run. The rmse and floor here are the f64 metric of [`crate::metrics`],
 /// computed after training from the layer's matrix on its backend.
@@ -112,11 +82,6 @@ impl Trainer {
         self
     }
 
-    /// Whether a stop was asked for.
-    pub(super) fn stop_asked(&self) -> bool {
-        self.stop.as_ref().is_some_and(|s| s.load(Ordering::SeqCst))
-    }
-
     /// The config.
     pub fn config(&self) -> &TrainConfig {
         &self.config
@@ -124,7 +89,7 @@ impl Trainer {
 
     /// The running checkpoint's path, when checkpoints are on.
     pub fn checkpoint_path(&self) -> Option<PathBuf> {
-        self.config.checkpoint_dir.as_ref().map(|d| Path::new(d).join(CHECKPOINT_FILE))
+        checkpoint::running_path(&self.config)
     }
 
     /// Trains on the named backend and precision (resolving `auto`, see
@@ -140,11 +105,6 @@ impl Trainer {
         dispatch(backend, precision, Task(self, observer))
     }
 
-    /// Whether the run continues from the checkpoint directory.
-    pub(super) fn resumes(&self) -> bool {
-        self.resume
-    }
-
     /// Trains on backend `B` and returns the trained layer with the report.
     pub fn run_on<B: FftBackend>(
         &self,
@@ -152,7 +112,8 @@ impl Trainer {
         selected: &Selected,
         observer: &mut dyn Observer,
     ) -> Result<(Butterfly<B>, TrainReport)> {
-        let mut run = Run::<B>::start(self, device, observer)?;
+        let options = RunOptions { resume: self.resume, stop: self.stop.as_deref() };
+        let mut run = Run::<B>::start(&self.config, options, device, observer)?;
         run.announce(selected);
         run.adam()?;
         run.polish()?;

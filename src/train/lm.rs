@@ -1,0 +1,213 @@
+//! The solver of the polish phase: Levenberg–Marquardt (damped Gauss–Newton) on the
+//! identity-basis residual, matrix-free, with conjugate gradients for each step. The phase that
+//! drives it is [`super::polish`].
+//!
+//! The residual r(θ) = M(θ) − T is multilinear in the factors, so its Jacobian-vector product is
+//! one tangent sweep through the stages (`dy_s = B_s dy_{s−1} + V_s y_{s−1}`, [`Polish::jvp`]),
+//! and its transpose is the backward of the butterfly op (the fused kernel where there is one,
+//! [`Polish::vjp`]). Each step solves `(JᵀJ + λI) δ = −Jᵀr` by conjugate gradients over the
+//! trainable twiddles (all, or those [`gauge_mask`](super::gauge::gauge_mask) leaves free), then keeps
+//! the step only if the loss falls; λ is a power of two that shrinks after a kept step and grows
+//! after a refused one. The problem has zero residual at the solution, where Gauss–Newton
+//! converges quadratically; in f32 it stops when steps no longer lower the (exactly measured,
+//! see [`super::objective`]) loss.
+//!
+//! Every array operation runs on the backend in its float type; CG's scalars stay on the device
+//! as one-element tensors, and the host only reads values to decide and to log.
+
+use burn::tensor::{backend::Backend, Tensor};
+
+use super::objective::{scalar, Complex2, Objective};
+use crate::backend::FftBackend;
+use crate::ops::butterfly::reference::{butterfly_stage, permute_input};
+use crate::ops::ButterflyOps;
+use crate::ops::Permutation;
+
+/// Twiddles (or a direction in twiddle space) as `(re, im)`, each `[log2 n, n/2, 2, 2]`.
+#[derive(Clone, Debug)]
+pub struct Twiddles<B: Backend> {
+    /// Real parts.
+    pub re: Tensor<B, 4>,
+    /// Imaginary parts.
+    pub im: Tensor<B, 4>,
+}
+
+impl<B: Backend> Twiddles<B> {
+    fn map(&self, f: impl Fn(Tensor<B, 4>) -> Tensor<B, 4>) -> Self {
+        Twiddles { re: f(self.re.clone()), im: f(self.im.clone()) }
+    }
+    fn zip(&self, o: &Self, f: impl Fn(Tensor<B, 4>, Tensor<B, 4>) -> Tensor<B, 4>) -> Self {
+        Twiddles { re: f(self.re.clone(), o.re.clone()), im: f(self.im.clone(), o.im.clone()) }
+    }
+    fn dot(&self, o: &Self) -> Tensor<B, 1> {
+        (self.re.clone() * o.re.clone()).sum() + (self.im.clone() * o.im.clone()).sum()
+    }
+    /// `self + a · o` with `a` a one-element tensor.
+    fn axpy(&self, a: &Tensor<B, 1>, o: &Self) -> Self {
+        let a = a.clone().reshape([1, 1, 1, 1]);
+        self.zip(o, |x, y| x + y * a.clone())
+    }
+}
+
+/// A step that lowers the loss by less than this fraction of it counts as stalled.
+pub const STALL_FRACTION: f64 = 1e-2;
+
+/// Settings of the polish phase.
+#[derive(Clone, Debug)]
+pub struct PolishSettings {
+    /// Most CG iterations per step.
+    pub cg_iters: usize,
+    /// CG stops when its residual norm falls by this factor.
+    pub cg_tol: f64,
+    /// Stop once the loss (mean squared error) is at or below this.
+    pub stop_loss: f64,
+    /// Stop after this many steps in a row that lower the loss by less than [`STALL_FRACTION`]
+    /// of itself (the precision of the float type is reached).
+    pub max_stalled: usize,
+}
+
+/// State of the polish phase on backend `B` (computations run on its inner backend).
+pub struct Polish<'a, B: FftBackend> {
+    objective: &'a Objective<B::InnerBackend>,
+    perm: Permutation,
+    mask: Tensor<B::InnerBackend, 4>,
+    /// Current twiddles.
+    pub theta: Twiddles<B::InnerBackend>,
+    /// Current loss.
+    pub loss: f64,
+    /// log2 of the damping λ.
+    pub log2_lambda: i32,
+    /// Steps in a row that lowered the loss by less than [`STALL_FRACTION`].
+    pub stalled: usize,
+}
+
+/// What one [`Polish::step`] did.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum StepOutcome {
+    /// The step lowered the loss and was kept.
+    Kept,
+    /// The step did not lower the loss; λ grew.
+    Refused,
+}
+
+type Inner<B> = <B as burn::tensor::backend::AutodiffBackend>::InnerBackend;
+
+impl<'a, B: FftBackend> Polish<'a, B> {
+    /// Starts from `theta`, training only where `mask` is 1.
+    pub fn new(
+        objective: &'a Objective<Inner<B>>,
+        perm: Permutation,
+        theta: Twiddles<Inner<B>>,
+        mask: Tensor<Inner<B>, 4>,
+        log2_lambda: i32,
+        stalled: usize,
+    ) -> Self {
+        let loss = scalar(objective.loss(theta.re.clone(), theta.im.clone(), perm));
+        Polish { objective, perm, mask, theta, loss, log2_lambda, stalled }
+    }
+
+    fn residual(&self, theta: &Twiddles<Inner<B>>) -> Complex2<Inner<B>> {
+        let (xr, xi) = self.objective.input();
+        let y = <Inner<B> as ButterflyOps>::butterfly(xr, xi, theta.re.clone(), theta.im.clone(), self.perm);
+        self.objective.residual(y)
+    }
+
+    /// The input of every stage (the permuted identity, then each stage's output but the last),
+    /// which J v needs and which do not depend on v.
+    fn stage_inputs(&self) -> Vec<Complex2<Inner<B>>> {
+        let (xr, xi) = self.objective.input();
+        let mut y = permute_input(xr, xi, self.perm);
+        let log_n = self.objective.n().trailing_zeros() as usize;
+        let mut inputs = Vec::with_capacity(log_n);
+        for s in 0..log_n {
+            inputs.push(y.clone());
+            if s + 1 < log_n {
+                y = butterfly_stage(y.0, y.1, &self.theta.re, &self.theta.im, s);
+            }
+        }
+        inputs
+    }
+
+    /// J v: the change of the layer's output on the identity basis along direction `v`.
+    pub fn jvp(&self, v: &Twiddles<Inner<B>>) -> Complex2<Inner<B>> {
+        self.jvp_with(&self.stage_inputs(), v)
+    }
+
+    /// J v given the stage inputs: `dy_s = B_s dy_{s−1} + V_s y_{s−1}`.
+    fn jvp_with(&self, inputs: &[Complex2<Inner<B>>], v: &Twiddles<Inner<B>>) -> Complex2<Inner<B>> {
+        let mut d: Option<Complex2<Inner<B>>> = None;
+        for (s, y) in inputs.iter().enumerate() {
+            let (br, bi) = butterfly_stage(y.0.clone(), y.1.clone(), &v.re, &v.im, s);
+            d = Some(match d {
+                None => (br, bi),
+                Some((dr, di)) => {
+                    let (ar, ai) = butterfly_stage(dr, di, &self.theta.re, &self.theta.im, s);
+                    (ar + br, ai + bi)
+                }
+            });
+        }
+        d.expect("log2 n ≥ 1 stages")
+    }
+
+    /// Jᵀ u, masked: the gradient of ⟨M(θ) on the identity basis, u⟩ with respect to θ.
+    pub fn vjp(&self, u: Complex2<Inner<B>>) -> Twiddles<Inner<B>> {
+        let tr = Tensor::<B, 4>::from_inner(self.theta.re.clone()).require_grad();
+        let ti = Tensor::<B, 4>::from_inner(self.theta.im.clone()).require_grad();
+        let (xr, xi) = self.objective.input();
+        let (yr, yi) = B::butterfly(Tensor::from_inner(xr), Tensor::from_inner(xi), tr.clone(), ti.clone(), self.perm);
+        let inner = (yr * Tensor::from_inner(u.0)).sum_dim(1).sum() + (yi * Tensor::from_inner(u.1)).sum_dim(1).sum();
+        let grads = inner.backward();
+        let g =
+            |t: &Tensor<B, 4>| t.grad(&grads).map(|g| g * self.mask.clone()).unwrap_or_else(|| self.mask.zeros_like());
+        Twiddles { re: g(&tr), im: g(&ti) }
+    }
+
+    /// One Levenberg–Marquardt step.
+    pub fn step(&mut self, settings: &PolishSettings) -> StepOutcome {
+        let r = self.residual(&self.theta);
+        let minus_g = self.vjp(r).map(|t| t.neg());
+        let lambda = 2f64.powi(self.log2_lambda);
+        let inputs = self.stage_inputs();
+        // CG on (JᵀJ + λI) δ = −g, starting from δ = 0.
+        let mut delta = minus_g.map(|t| t.zeros_like());
+        let mut res = minus_g.clone();
+        let mut p = res.clone();
+        let mut rho = res.dot(&res);
+        let rho0 = scalar(rho.clone());
+        if rho0 > 0.0 && rho0.is_finite() {
+            for _ in 0..settings.cg_iters {
+                let q = self.vjp(self.jvp_with(&inputs, &p)).zip(&p, |a, b| a + b * lambda);
+                let alpha = rho.clone() / p.dot(&q);
+                delta = delta.axpy(&alpha, &p);
+                res = res.axpy(&alpha.neg(), &q);
+                let rho_new = res.dot(&res);
+                let r_now = scalar(rho_new.clone());
+                if !r_now.is_finite() || r_now <= settings.cg_tol * settings.cg_tol * rho0 {
+                    break;
+                }
+                let beta = rho_new.clone() / rho;
+                p = res.axpy(&beta, &p);
+                rho = rho_new;
+            }
+        }
+        let trial = self.theta.zip(&delta, |t, d| t + d);
+        let trial_loss = scalar(self.objective.loss(trial.re.clone(), trial.im.clone(), self.perm));
+        if trial_loss.is_finite() && trial_loss < self.loss {
+            let progress = trial_loss < self.loss * (1.0 - STALL_FRACTION);
+            self.stalled = if progress { 0 } else { self.stalled + 1 };
+            self.theta = trial;
+            self.loss = trial_loss;
+            self.log2_lambda = (self.log2_lambda - 2).max(-60);
+            StepOutcome::Kept
+        } else {
+            self.log2_lambda = (self.log2_lambda + 2).min(40);
+            self.stalled += 1;
+            StepOutcome::Refused
+        }
+    }
+
+    /// Whether the phase is over: the loss reached `stop_loss`, or it stalled.
+    pub fn done(&self, settings: &PolishSettings) -> bool {
+        self.loss <= settings.stop_loss || self.stalled >= settings.max_stalled
+    }
+}
