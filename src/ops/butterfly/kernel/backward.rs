@@ -55,13 +55,11 @@ pub(crate) fn butterfly_backward_kernel<F: Float>(
     let log_local = comptime![cfg.log_local];
     let rows = comptime![cfg.rows];
     let threads = comptime![cfg.threads];
-    let bit_reverse = comptime![cfg.bit_reverse];
     let n = comptime![1usize << log_n];
     let local = comptime![1usize << log_local];
     let half = comptime![local / 2];
     let half_n = comptime![n / 2];
-    let lines_per_row = comptime![1usize << (log_n - log_local)];
-    let strided = comptime![stage0 > 0];
+    let lines_per_row = comptime![cfg.lines_per_row()];
     let per_thread = comptime![rows * half / threads];
     let mut s_re = SharedMemory::<F>::new(comptime![rows * local]);
     let mut s_im = SharedMemory::<F>::new(comptime![rows * local]);
@@ -92,8 +90,7 @@ pub(crate) fn butterfly_backward_kernel<F: Float>(
         #[unroll]
         for p in 0..per_thread {
             let b = t + p * threads;
-            let w =
-                ((stage0 + s) * half_n + twiddle_of(cube * rows + b / half, b % half, log_n, stage0, log_local)) * 4;
+            let w = ((stage0 + s) * half_n + twiddle_of(cube * rows + b / half, b % half, cfg)) * 4;
             let a = (s * per_thread + p) * 8;
             #[unroll]
             for j in 0..4usize {
@@ -110,9 +107,9 @@ pub(crate) fn butterfly_backward_kernel<F: Float>(
         let first_line = chunk * rows;
         #[unroll]
         for q in 0..comptime![2 * per_thread] {
-            let (l, j) = slot_of(t + q * threads, log_local, rows, strided);
-            let (row, i) = line_element(first_line + l, j, log_n, stage0, log_local);
-            let src = row * n + permuted(i, log_n, bit_reverse);
+            let (l, j) = slot_of(t + q * threads, cfg);
+            let (row, i) = line_element(first_line + l, j, cfg);
+            let src = row * n + permuted(i, cfg);
             let mut vr = F::new(0.0);
             let mut vi = F::new(0.0);
             if row < batch {
@@ -153,8 +150,8 @@ pub(crate) fn butterfly_backward_kernel<F: Float>(
 
         #[unroll]
         for q in 0..comptime![2 * per_thread] {
-            let (l, j) = slot_of(t + q * threads, log_local, rows, strided);
-            let (row, i) = line_element(first_line + l, j, log_n, stage0, log_local);
+            let (l, j) = slot_of(t + q * threads, cfg);
+            let (row, i) = line_element(first_line + l, j, cfg);
             let mut gr = F::new(0.0);
             let mut gi = F::new(0.0);
             if row < batch {
@@ -205,10 +202,10 @@ pub(crate) fn butterfly_backward_kernel<F: Float>(
         // Position i of the permuted vector came from x[perm(i)]: its gradient goes back there.
         #[unroll]
         for q in 0..comptime![2 * per_thread] {
-            let (l, j) = slot_of(t + q * threads, log_local, rows, strided);
-            let (row, i) = line_element(first_line + l, j, log_n, stage0, log_local);
+            let (l, j) = slot_of(t + q * threads, cfg);
+            let (row, i) = line_element(first_line + l, j, cfg);
             if row < batch {
-                let dst = row * n + permuted(i, log_n, bit_reverse);
+                let dst = row * n + permuted(i, cfg);
                 grad_x[dst] = s_re[l * local + j];
                 grad_x[plane + dst] = s_im[l * local + j];
             }

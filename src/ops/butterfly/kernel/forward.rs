@@ -21,9 +21,9 @@ pub(crate) fn reverse_bits(i: usize, #[comptime] bits: usize) -> usize {
 
 /// Source index of position `i` after the input permutation.
 #[cube]
-pub(crate) fn permuted(i: usize, #[comptime] log_n: usize, #[comptime] bit_reverse: bool) -> usize {
-    if comptime![bit_reverse] {
-        reverse_bits(i, log_n)
+pub(crate) fn permuted(i: usize, #[comptime] cfg: PassConfig) -> usize {
+    if comptime![cfg.bit_reverse] {
+        reverse_bits(i, comptime![cfg.log_n])
     } else {
         i
     }
@@ -33,20 +33,14 @@ pub(crate) fn permuted(i: usize, #[comptime] log_n: usize, #[comptime] bit_rever
 /// Contiguous lines (the first pass) are the chunks `g·2^log_local + j` of a row; strided lines
 /// (the second pass, `stage0 > 0`) are the columns `g + j·2^stage0`.
 #[cube]
-pub(crate) fn line_element(
-    line: usize,
-    j: usize,
-    #[comptime] log_n: usize,
-    #[comptime] stage0: usize,
-    #[comptime] log_local: usize,
-) -> (usize, usize) {
-    let lines_per_row = comptime![1usize << (log_n - log_local)];
+pub(crate) fn line_element(line: usize, j: usize, #[comptime] cfg: PassConfig) -> (usize, usize) {
+    let lines_per_row = comptime![cfg.lines_per_row()];
     let row = line / lines_per_row;
     let g = line % lines_per_row;
-    if comptime![stage0 > 0] {
-        (row, g + (j << stage0))
+    if comptime![cfg.strided()] {
+        (row, g + (j << comptime![cfg.stage0]))
     } else {
-        (row, (g << log_local) + j)
+        (row, (g << comptime![cfg.log_local]) + j)
     }
 }
 
@@ -54,33 +48,22 @@ pub(crate) fn line_element(
 /// touches: contiguous lines go element-major, strided lines line-major (consecutive threads
 /// touch consecutive columns, so the accesses stay coalesced).
 #[cube]
-pub(crate) fn slot_of(
-    e: usize,
-    #[comptime] log_local: usize,
-    #[comptime] rows: usize,
-    #[comptime] strided: bool,
-) -> (usize, usize) {
-    if comptime![strided] {
-        (e % rows, e / rows)
+pub(crate) fn slot_of(e: usize, #[comptime] cfg: PassConfig) -> (usize, usize) {
+    if comptime![cfg.strided()] {
+        (e % comptime![cfg.rows], e / comptime![cfg.rows])
     } else {
-        (e >> log_local, e % comptime![1usize << log_local])
+        (e >> comptime![cfg.log_local], e % comptime![1usize << cfg.log_local])
     }
 }
 
 /// The global twiddle index `k` (of `N/2`) of local butterfly `k_local` on line `line`.
 #[cube]
-pub(crate) fn twiddle_of(
-    line: usize,
-    k_local: usize,
-    #[comptime] log_n: usize,
-    #[comptime] stage0: usize,
-    #[comptime] log_local: usize,
-) -> usize {
-    let g = line % comptime![1usize << (log_n - log_local)];
-    if comptime![stage0 > 0] {
-        g + (k_local << stage0)
+pub(crate) fn twiddle_of(line: usize, k_local: usize, #[comptime] cfg: PassConfig) -> usize {
+    let g = line % comptime![cfg.lines_per_row()];
+    if comptime![cfg.strided()] {
+        g + (k_local << comptime![cfg.stage0])
     } else {
-        (g << comptime![log_local - 1]) + k_local
+        (g << comptime![cfg.log_local - 1]) + k_local
     }
 }
 
@@ -145,14 +128,12 @@ pub(crate) fn butterfly_forward_kernel<F: Float>(
     let log_local = comptime![cfg.log_local];
     let rows = comptime![cfg.rows];
     let threads = comptime![cfg.threads];
-    let bit_reverse = comptime![cfg.bit_reverse];
     let grouped = comptime![cfg.grouped];
     let n = comptime![1usize << log_n];
     let local = comptime![1usize << log_local];
     let half = comptime![local / 2];
     let half_n = comptime![n / 2];
-    let strided = comptime![stage0 > 0];
-    let lines_per_row = comptime![1usize << (log_n - log_local)];
+    let lines_per_row = comptime![cfg.lines_per_row()];
     let per_thread = comptime![rows * half / threads];
     let mut s_re = SharedMemory::<F>::new(comptime![rows * local]);
     let mut s_im = SharedMemory::<F>::new(comptime![rows * local]);
@@ -173,9 +154,9 @@ pub(crate) fn butterfly_forward_kernel<F: Float>(
 
     #[unroll]
     for q in 0..comptime![2 * per_thread] {
-        let (l, j) = slot_of(t + q * threads, log_local, rows, strided);
-        let (row, i) = line_element(first_line + l * line_step, j, log_n, stage0, log_local);
-        let src = row * n + permuted(i, log_n, bit_reverse);
+        let (l, j) = slot_of(t + q * threads, cfg);
+        let (row, i) = line_element(first_line + l * line_step, j, cfg);
+        let src = row * n + permuted(i, cfg);
         let mut vr = F::new(0.0);
         let mut vi = F::new(0.0);
         if row < batch {
@@ -199,7 +180,7 @@ pub(crate) fn butterfly_forward_kernel<F: Float>(
             #[unroll]
             for kb in 0..kpt {
                 let k = t % half + kb * threads;
-                let w = ((stage0 + s) * half_n + twiddle_of(first_line, k, log_n, stage0, log_local)) * 4;
+                let w = ((stage0 + s) * half_n + twiddle_of(first_line, k, cfg)) * 4;
                 let tw = load_block(twiddles, w);
                 let k_base = ((k >> s) << (s + 1)) + (k & (st - 1));
                 #[unroll]
@@ -217,8 +198,7 @@ pub(crate) fn butterfly_forward_kernel<F: Float>(
                 let k = b % half;
                 let l = b / half;
                 let i0 = l * local + ((k >> s) << (s + 1)) + (k & (st - 1));
-                let w =
-                    ((stage0 + s) * half_n + twiddle_of(first_line + l * line_step, k, log_n, stage0, log_local)) * 4;
+                let w = ((stage0 + s) * half_n + twiddle_of(first_line + l * line_step, k, cfg)) * 4;
                 let tw = load_block(twiddles, w);
                 apply_block(&mut s_re, &mut s_im, i0, i0 + st, &tw);
             }
@@ -229,8 +209,8 @@ pub(crate) fn butterfly_forward_kernel<F: Float>(
     let plane = batch * n;
     #[unroll]
     for q in 0..comptime![2 * per_thread] {
-        let (l, j) = slot_of(t + q * threads, log_local, rows, strided);
-        let (row, i) = line_element(first_line + l * line_step, j, log_n, stage0, log_local);
+        let (l, j) = slot_of(t + q * threads, cfg);
+        let (row, i) = line_element(first_line + l * line_step, j, cfg);
         if row < batch {
             let dst = row * n + i;
             output[dst] = s_re[l * local + j];

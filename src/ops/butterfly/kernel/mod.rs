@@ -181,6 +181,18 @@ pub(crate) struct PassConfig {
     pub grouped: bool,
 }
 
+impl PassConfig {
+    /// Lines per batch row: `N / 2^log_local`.
+    pub fn lines_per_row(&self) -> usize {
+        1 << (self.log_n - self.log_local)
+    }
+
+    /// Whether the lines are strided columns (a second pass) rather than contiguous chunks.
+    pub fn strided(&self) -> bool {
+        self.stage0 > 0
+    }
+}
+
 impl Pass {
     /// The comptime configuration of a launch with `plan`.
     fn config(&self, plan: Plan, bit_reverse: bool, grouped: bool) -> PassConfig {

@@ -309,6 +309,27 @@ impl LossParams {
     }
 }
 
+/// What both launchers of the fused loss start from: the two signals made contiguous on one
+/// client, the comptime config, and every frame of the batch.
+struct LossLaunch<R: CubeRuntime> {
+    pred: CubeTensor<R>,
+    target: CubeTensor<R>,
+    client: ComputeClient<R>,
+    cfg: LossConfig,
+    all: FrameRange,
+}
+
+impl<R: CubeRuntime> LossLaunch<R> {
+    fn new(pred: CubeTensor<R>, target: CubeTensor<R>, tables: &Tables<R>, p: &LossParams) -> Self {
+        let dims = pred.meta.shape().clone();
+        let win = tables.win();
+        let (pred, target) = (into_contiguous(pred), into_contiguous(target));
+        let client = pred.client.clone();
+        let cfg = p.config(&client, win);
+        LossLaunch { all: FrameRange::all(dims[0], dims[1], win, p.hop), pred, target, client, cfg }
+    }
+}
+
 /// The fused loss: returns `(loss [1], sums [3])`; `sums` is what the backward needs. The caller
 /// checks [`loss_supported`] and the shapes first.
 pub fn loss_forward<R: CubeRuntime, F: FloatElement>(
@@ -317,13 +338,7 @@ pub fn loss_forward<R: CubeRuntime, F: FloatElement>(
     tables: &Tables<R>,
     p: LossParams,
 ) -> (CubeTensor<R>, CubeTensor<R>) {
-    let dims = pred.meta.shape().clone();
-    let (signals, t) = (dims[0], dims[1]);
-    let win = tables.win();
-    let (pred, target) = (into_contiguous(pred), into_contiguous(target));
-    let client = pred.client.clone();
-    let cfg = p.config(&client, win);
-    let range = FrameRange::all(signals, t, win, p.hop);
+    let LossLaunch { pred, target, client, cfg, all: range } = LossLaunch::new(pred, target, tables, &p);
     let cubes = range.total.div_ceil(cfg.frame.rows).clamp(1, MAX_LOSS_CUBES);
     let partials = empty::<R, F>(&pred, vec![cubes, 3]);
     let sums = empty::<R, F>(&pred, vec![3]);
@@ -363,13 +378,9 @@ pub fn loss_backward<R: CubeRuntime, F: FloatElement>(
     tables: &Tables<R>,
     p: LossParams,
 ) -> (CubeTensor<R>, CubeTensor<R>) {
-    let dims = pred.meta.shape().clone();
-    let (signals, t) = (dims[0], dims[1]);
-    let win = tables.win();
-    let (pred, target, grad_loss) = (into_contiguous(pred), into_contiguous(target), into_contiguous(grad_loss));
-    let client = pred.client.clone();
-    let cfg = p.config(&client, win);
-    let all = FrameRange::all(signals, t, win, p.hop);
+    let LossLaunch { pred, target, client, cfg, all } = LossLaunch::new(pred, target, tables, &p);
+    let grad_loss = into_contiguous(grad_loss);
+    let (signals, t, win) = (all.total / all.frames, all.t_len, tables.win());
     let chunk = signal_chunk::<F>(signals, all.frames, win);
     let grad_p = empty::<R, F>(&pred, vec![signals, t]);
     let grad_t = empty::<R, F>(&pred, vec![signals, t]);
