@@ -187,6 +187,33 @@ fn cuda_probe() -> std::result::Result<(), String> {
     }
 }
 
+/// Runs `f` with the process's stderr sent to /dev/null. Probing for a wgpu adapter loads the
+/// Vulkan drivers, which print warnings of their own (Mesa's device-select layer prints
+/// "XDG_RUNTIME_DIR is invalid…" twice without a display session); when `auto` then does not
+/// take wgpu they only confuse. Only `auto`'s probe is silenced: a named wgpu shows them.
+#[cfg(unix)]
+fn without_stderr<T>(f: impl FnOnce() -> T) -> T {
+    use std::os::fd::AsRawFd;
+    let Ok(null) = std::fs::OpenOptions::new().write(true).open("/dev/null") else { return f() };
+    // SAFETY: dup/dup2/close on the process's own descriptor 2 and on a file this function
+    // holds open; descriptor 2 is restored before returning.
+    let saved = unsafe { libc::dup(2) };
+    if saved < 0 || unsafe { libc::dup2(null.as_raw_fd(), 2) } < 0 {
+        return f();
+    }
+    let out = f();
+    unsafe {
+        libc::dup2(saved, 2);
+        libc::close(saved);
+    }
+    out
+}
+
+#[cfg(not(unix))]
+fn without_stderr<T>(f: impl FnOnce() -> T) -> T {
+    f()
+}
+
 /// The backend a run actually uses, after `auto` is resolved.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Selected {
@@ -219,7 +246,7 @@ pub fn select(kind: BackendKind, precision: Precision) -> Result<Selected> {
         BackendKind::Auto if precision == Precision::F64 => (BackendKind::Candle, "CPU".to_string()),
         // A CPU wgpu adapter (Mesa's lavapipe) emulates a GPU on the CPU, slower than candle's
         // native code: auto takes wgpu only on a hardware adapter.
-        BackendKind::Auto => match wgpu_adapter() {
+        BackendKind::Auto => match without_stderr(wgpu_adapter) {
             Some(adapter) if adapter.device_type != "Cpu" => (BackendKind::Wgpu, adapter.to_string()),
             _ => (BackendKind::Candle, "CPU".to_string()),
         },

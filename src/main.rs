@@ -308,39 +308,9 @@ fn positive() -> clap::builder::RangedU64ValueParser<usize> {
 }
 
 /// The backend: the flag, else `LEARNED_FFT_BACKEND` (read only when no flag is given), else
-/// auto, resolved here with the drivers' own chatter silenced (see [`without_stderr`]).
-fn backend(flag: Option<BackendKind>, precision: Precision) -> learned_fft::Result<BackendKind> {
-    match flag.map_or_else(BackendKind::from_env, Ok)? {
-        BackendKind::Auto => Ok(without_stderr(|| select(BackendKind::Auto, precision))?.kind),
-        named => Ok(named),
-    }
-}
-
-/// Runs `f` with the process's stderr sent to /dev/null. Probing for a wgpu adapter loads the
-/// Vulkan drivers, which print warnings of their own (Mesa's device-select layer prints
-/// "XDG_RUNTIME_DIR is invalid…" twice without a display session); when `auto` then does not
-/// take wgpu they only confuse. Nothing else runs while the backend is chosen.
-#[cfg(unix)]
-fn without_stderr<T>(f: impl FnOnce() -> T) -> T {
-    use std::os::fd::AsRawFd;
-    let Ok(null) = std::fs::OpenOptions::new().write(true).open("/dev/null") else { return f() };
-    // SAFETY: dup/dup2/close on the process's own descriptor 2 and on a file this function
-    // holds open; descriptor 2 is restored before returning.
-    let saved = unsafe { libc::dup(2) };
-    if saved < 0 || unsafe { libc::dup2(null.as_raw_fd(), 2) } < 0 {
-        return f();
-    }
-    let out = f();
-    unsafe {
-        libc::dup2(saved, 2);
-        libc::close(saved);
-    }
-    out
-}
-
-#[cfg(not(unix))]
-fn without_stderr<T>(f: impl FnOnce() -> T) -> T {
-    f()
+/// auto.
+fn backend(flag: Option<BackendKind>) -> learned_fft::Result<BackendKind> {
+    flag.map_or_else(BackendKind::from_env, Ok)
 }
 
 /// SIGTERM and SIGINT set the returned flag, which asks a run to checkpoint and stop; a second
@@ -358,11 +328,7 @@ fn stop_on_signals() -> learned_fft::Result<Arc<AtomicBool>> {
 
 fn run(cli: Cli) -> learned_fft::Result<serde_json::Value> {
     let precision = cli.precision.unwrap_or_default();
-    // eval resolves the backend at the checkpoint's precision instead.
-    let kind = match cli.command {
-        Command::Eval { .. } => BackendKind::Auto,
-        _ => backend(cli.backend, precision)?,
-    };
+    let kind = backend(cli.backend)?;
     match cli.command {
         Command::Backend => {
             let selected = select(kind, precision)?;
@@ -397,7 +363,7 @@ fn run(cli: Cli) -> learned_fft::Result<serde_json::Value> {
             let checkpoint = Checkpoint::read(checkpoint)?;
             // The float type it trained in, unless --precision says otherwise.
             let precision = cli.precision.unwrap_or(checkpoint.precision);
-            dispatch(backend(cli.backend, precision)?, precision, Eval { checkpoint })
+            dispatch(kind, precision, Eval { checkpoint })
         }
         Command::Export { checkpoint, format: ExportFormat::Safetensors, out } => {
             let summary = learned_fft::train::export::export_safetensors(checkpoint, out)?;
