@@ -9,7 +9,8 @@
 //! `checkpoints/` (frozen: no gradient, never updated) and whose 16 taps are learnable, started at
 //! random. It sees input/output pairs of an unknown 16-tap low-pass filter (signals of 240
 //! samples, so the linear convolution fits in N = 256) and is fitted by Adam to the MSE plus a
-//! spectral loss. It prints the loss as it falls and the learned taps against the true ones.
+//! spectral loss. It prints the loss as it falls and the learned taps against the true ones, and
+//! draws them to `runs/fft_conv/taps.png`.
 
 use burn::module::Module;
 use burn::nn::loss::Reduction;
@@ -33,6 +34,9 @@ struct Args {
     /// Adam steps.
     #[arg(long, default_value_t = 400)]
     steps: usize,
+    /// Where the taps' picture goes.
+    #[arg(long, default_value = "runs/fft_conv")]
+    out: std::path::PathBuf,
 }
 
 /// Taps of the unknown filter.
@@ -73,6 +77,7 @@ fn filter(x: &[f64], h: &[f64]) -> Vec<f64> {
 struct Fit {
     checkpoint: std::path::PathBuf,
     steps: usize,
+    out: std::path::PathBuf,
 }
 
 impl BackendTask for Fit {
@@ -128,12 +133,17 @@ impl BackendTask for Fit {
         println!();
         let frozen = model.fft.num_params();
         println!("loss {:.3e} → {last:.3e}; largest tap error {worst:.2e}; {K} taps trained, the FFT's {frozen} parameters frozen", first.unwrap_or(last));
+        let path = self.out.join("taps.png");
+        let title =
+            format!("{K}-tap low-pass: learned through a frozen trained FFT (N = {}) vs true", model.fft_size());
+        learned_fft::plot::taps(&path, &truth, &learned, &title)?;
+        println!("taps: {}", path.display());
         Ok(())
     }
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args = Args::parse();
-    dispatch(args.backend, Precision::F32, Fit { checkpoint: args.checkpoint, steps: args.steps })?;
+    dispatch(args.backend, Precision::F32, Fit { checkpoint: args.checkpoint, steps: args.steps, out: args.out })?;
     Ok(())
 }

@@ -10,7 +10,8 @@
 //! signal and is fitted by Adam to the target's magnitude spectrogram (window 256, hop 64, Hann,
 //! linear magnitude, L1; plus the spectral-convergence term). The magnitudes ignore phase, so
 //! the loss sees only what a spectrogram sees. It prints the loss as it falls and the learned
-//! gains against the true ones.
+//! gains against the true ones, and draws the target's and the fitted signal's spectrograms to
+//! `runs/spectral_loss/spectrograms.png`.
 
 use burn::module::{Module, Param};
 use burn::nn::loss::Reduction;
@@ -18,6 +19,7 @@ use burn::optim::{AdamConfig, GradientsParams, Optimizer};
 use burn::tensor::{backend::Backend, Tensor};
 use clap::Parser;
 use learned_fft::backend::{dispatch, BackendKind, BackendTask, FftBackend, Precision, Selected, BACKEND_ENV};
+use learned_fft::plot::Spectrogram;
 use learned_fft::SpectralLossConfig;
 use learned_fft::{float_tensor, to_f64_vec};
 
@@ -29,6 +31,9 @@ struct Args {
     /// Adam steps.
     #[arg(long, default_value_t = 300)]
     steps: usize,
+    /// Where the spectrograms' picture goes.
+    #[arg(long, default_value = "runs/spectral_loss")]
+    out: std::path::PathBuf,
 }
 
 /// Samples per signal.
@@ -54,6 +59,7 @@ impl<B: Backend> Gains<B> {
 
 struct Fit {
     steps: usize,
+    out: std::path::PathBuf,
 }
 
 impl BackendTask for Fit {
@@ -101,12 +107,22 @@ impl BackendTask for Fit {
         let worst = learned.iter().zip(TRUE_GAINS).map(|(g, w)| (g - w).abs()).fold(0.0, f64::max);
         println!();
         println!("loss {:.4} → {last:.6}; largest gain error {worst:.2e}", first.unwrap_or(last));
+
+        // The magnitudes the loss compares, [1, frames, bins] each.
+        let (predicted, target) = loss_fn.spectrograms(model.render(&basis), target)?;
+        let [_, frames, bins] = target.dims();
+        let target = Spectrogram::new(frames, bins, to_f64_vec(target))?;
+        let predicted = Spectrogram::new(frames, bins, to_f64_vec(predicted))?;
+        let path = self.out.join("spectrograms.png");
+        let title = format!("|STFT| (W = 256, H = 64, Hann) of the target and of the fit after {} steps", self.steps);
+        learned_fft::plot::spectrograms(&path, &target, &predicted, &title)?;
+        println!("spectrograms: {}", path.display());
         Ok(())
     }
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args = Args::parse();
-    dispatch(args.backend, Precision::F32, Fit { steps: args.steps })?;
+    dispatch(args.backend, Precision::F32, Fit { steps: args.steps, out: args.out })?;
     Ok(())
 }

@@ -6,7 +6,9 @@
 //! ```
 //!
 //! Writes a checkpoint, the config and TensorBoard events under `runs/train_butterfly/`
-//! (`tensorboard --logdir runs`), then prints a short table.
+//! (`tensorboard --logdir runs`), prints a short table, and draws the run's pictures beside the
+//! checkpoint: `curve.png` (the training curve), `error.png` (|M − T| beside |M|) and
+//! `twiddles.png` (each stage's twiddle magnitudes).
 
 use clap::Parser;
 use learned_fft::backend::{BackendKind, Precision, BACKEND_ENV};
@@ -73,6 +75,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         report.attempts
     );
     println!();
-    println!("checkpoint: {run}/checkpoint.lfft   TensorBoard: tensorboard --logdir {run}");
+    let checkpoint = format!("{run}/checkpoint.lfft");
+    let pictures = learned_fft::plot::checkpoint_pictures(&checkpoint, &run, args.backend, Some(args.precision))?;
+    println!("checkpoint: {checkpoint}   TensorBoard: tensorboard --logdir {run}");
+    println!("pictures: {}", pictures.written.join(", "));
     Ok(())
 }

@@ -100,6 +100,14 @@ pub enum Error {
         /// The lock file.
         lock: String,
     },
+    /// Drawing a picture failed.
+    #[error("plot: {path}: {reason}")]
+    Plot {
+        /// The picture's file.
+        path: String,
+        /// What failed.
+        reason: String,
+    },
     /// Writing TensorBoard events failed.
     #[error("tensorboard: {0}")]
     TensorBoard(String),

@@ -4,6 +4,8 @@
 //!
 //! The layers, from the top down (each module imports only the ones below it):
 //!
+//! - [`plot`]: PNG pictures of what was learned (training curve, error matrix, twiddles,
+//!   spectrograms, filter taps).
 //! - [`train`]: the [`Trainer`] that fits a butterfly to a target transform from random init
 //!   (Adam, then matrix-free Levenberg–Marquardt), with checkpoints, TensorBoard and export.
 //! - [`metrics`]: the rmse metric of Dao et al. (2019) and its floor.
@@ -39,10 +41,12 @@
 
 pub mod backend;
 pub mod error;
+pub mod files;
 pub mod memory;
 pub mod metrics;
 pub mod nn;
 pub mod ops;
+pub mod plot;
 pub mod reference;
 mod tensors;
 pub mod train;

@@ -1,4 +1,4 @@
-//! The `learned-fft` command line (backend, exact, train, eval, export, bench). Every command's
+//! The `learned-fft` command line (backend, exact, train, eval, plot, export, bench). Every command's
 //! last stdout line is one JSON object with its results; human-readable output goes to stderr.
 
 mod cli;
@@ -48,6 +48,16 @@ enum Command {
         /// Checkpoint file (`checkpoint.lfft` in a run's checkpoint directory).
         #[arg(long)]
         checkpoint: String,
+    },
+    /// Draw a checkpoint's pictures as PNG files: curve.png (the training curve), error.png
+    /// (|M − T| beside |M|) and twiddles.png (each stage's twiddle magnitudes).
+    Plot {
+        /// Checkpoint file.
+        #[arg(long)]
+        checkpoint: String,
+        /// Directory the pictures go to (created if missing).
+        #[arg(long)]
+        out: String,
     },
     /// Write a checkpoint's twiddles to another format.
     Export {
@@ -364,6 +374,16 @@ fn run(cli: Cli) -> learned_fft::Result<serde_json::Value> {
             // The float type it trained in, unless --precision says otherwise.
             let precision = cli.precision.unwrap_or(checkpoint.precision);
             dispatch(kind, precision, Eval { checkpoint })
+        }
+        Command::Plot { checkpoint, out } => {
+            let pictures = learned_fft::plot::checkpoint_pictures(checkpoint, out, kind, cli.precision)?;
+            for file in &pictures.written {
+                eprintln!("wrote {file}");
+            }
+            for why in &pictures.skipped {
+                eprintln!("skipped {why}");
+            }
+            Ok(json!({ "plot": pictures }))
         }
         Command::Export { checkpoint, format: ExportFormat::Safetensors, out } => {
             let summary = learned_fft::train::export::export_safetensors(checkpoint, out)?;

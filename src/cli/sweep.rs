@@ -7,7 +7,8 @@ use serde::{Deserialize, Serialize};
 
 use learned_fft::backend::{BackendKind, Precision};
 use learned_fft::error::{Error, Result};
-use learned_fft::train::checkpoint::{write_atomic, CHECKPOINT_FILE};
+use learned_fft::files::write_atomic;
+use learned_fft::train::checkpoint::CHECKPOINT_FILE;
 use learned_fft::train::{TrainConfig, TrainReport, Trainer};
 use learned_fft::Target;
 
@@ -183,7 +184,7 @@ fn floor_on(n: usize, backend: BackendKind, precision: Precision) -> Result<f64>
 fn ship_checkpoint(dir: &Path, checkpoint: &Path, r: &TrainReport) -> Result<()> {
     let file = format!("{}-n{}-{}.lfft", r.target.kind(), r.n, r.backend.precision);
     let bytes = std::fs::read(checkpoint).map_err(|e| Error::io("bench train", checkpoint, e))?;
-    write_atomic(&dir.join(&file), &bytes)?;
+    write_atomic("bench.ship", &dir.join(&file), &bytes)?;
     let manifest_path = dir.join("manifest.json");
     let mut entries: Vec<ManifestEntry> = match std::fs::read(&manifest_path) {
         Ok(b) => serde_json::from_slice(&b).map_err(|e| Error::invalid("bench train", "a valid manifest.json", e))?,
@@ -206,5 +207,5 @@ fn ship_checkpoint(dir: &Path, checkpoint: &Path, r: &TrainReport) -> Result<()>
     entries.sort_by_key(|e| (e.precision.to_string(), e.n));
     let json =
         serde_json::to_vec_pretty(&entries).map_err(|e| Error::invalid("bench train", "a manifest that encodes", e))?;
-    write_atomic(&manifest_path, &json)
+    write_atomic("bench.ship", &manifest_path, &json)
 }

@@ -5,9 +5,9 @@
 use burn::lr_scheduler::LrScheduler;
 use burn::optim::{GradientsParams, Optimizer};
 
-use super::checkpoint::Phase;
 use super::objective::scalar;
 use super::run::Run;
+use super::state::Phase;
 use crate::backend::FftBackend;
 use crate::error::{Error, Result};
 

@@ -22,8 +22,11 @@ use burn::tensor::{backend::Backend, Tensor};
 use serde::{Deserialize, Serialize};
 
 use super::config::TrainConfig;
+use super::observer::Progress;
+use super::state::TrainState;
 use crate::backend::Precision;
 use crate::error::{Error, Result};
+use crate::files::write_atomic;
 use crate::nn::{Butterfly, ButterflyConfig, ButterflyInit};
 use crate::tensors::{float_tensor, to_f64_vec};
 
@@ -96,43 +99,14 @@ impl DirLock {
     }
 }
 
-/// Where training stands, saved in every checkpoint.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct TrainState {
-    /// Steps done so far, over all phases and attempts.
-    pub step: usize,
-    /// Attempt (0 = first random init; r uses seed + r).
-    pub attempt: usize,
-    /// Steps done in this phase of this attempt.
-    pub attempt_step: usize,
-    /// The phase the next step belongs to.
-    pub phase: Phase,
-    /// log2 of the Levenberg–Marquardt damping.
-    pub log2_lambda: i32,
-    /// Whether the twiddles were gauge-fixed (the polish phase then trains only the free entries).
-    pub gauge_fixed: bool,
-    /// Polish steps in a row that did not lower the loss by 1 %.
-    pub stalled: usize,
-    /// Seconds of training so far (summed over resumed runs).
-    pub seconds: f64,
-}
-
-/// Training phase.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Phase {
-    /// Adam from random init.
-    Adam,
-    /// Levenberg–Marquardt polish.
-    Polish,
-    /// Finished.
-    Done,
-}
-
 #[derive(Serialize, Deserialize)]
 struct Header {
     config: TrainConfig,
     state: TrainState,
+    /// The run's progress records up to `state.step` (absent in files written before they were
+    /// kept).
+    #[serde(default)]
+    history: Vec<Progress>,
     /// Absent in files written before the config lost its `precision` field: see
     /// [`legacy_precision`].
     #[serde(default)]
@@ -155,6 +129,9 @@ pub struct Checkpoint {
     pub state: TrainState,
     /// The float type it trained in.
     pub precision: Precision,
+    /// The run's progress records up to its step, one per (step, phase, attempt): the training
+    /// curve. Empty in files written before records were kept.
+    pub history: Vec<Progress>,
     model: Vec<u8>,
     optim: Vec<u8>,
 }
@@ -186,12 +163,18 @@ pub fn write<B: Backend>(
     path: &Path,
     config: &TrainConfig,
     state: &TrainState,
+    history: &[Progress],
     layer: &Butterfly<B>,
     optim: Option<Vec<u8>>,
 ) -> Result<()> {
     let precision = Some(Precision::of::<B>());
-    let header = serde_json::to_vec(&Header { config: config.clone(), state: state.clone(), precision })
-        .map_err(|e| corrupt(path, format!("cannot encode header: {e}")))?;
+    let header = serde_json::to_vec(&Header {
+        config: config.clone(),
+        state: state.clone(),
+        history: history.to_vec(),
+        precision,
+    })
+    .map_err(|e| corrupt(path, format!("cannot encode header: {e}")))?;
     let model = record_bytes::<B, _>(layer.clone().into_record())?;
     let optim = optim.unwrap_or_default();
     let mut payload = Vec::with_capacity(24 + header.len() + model.len() + optim.len());
@@ -205,36 +188,7 @@ pub fn write<B: Backend>(
     bytes.extend_from_slice(&crc32fast::hash(&payload).to_le_bytes());
     bytes.extend_from_slice(&(payload.len() as u64).to_le_bytes());
     bytes.extend_from_slice(&payload);
-    write_atomic(path, &bytes)
-}
-
-/// Writes `bytes` to `path` through a temporary file in the same directory and a rename.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let op = "checkpoint.write";
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(|e| Error::io(op, dir, e))?;
-    }
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".tmp");
-    let tmp = PathBuf::from(tmp);
-    let result = (|| {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        drop(f);
-        std::fs::rename(&tmp, path)?;
-        // Make the rename itself durable (best effort: not every platform can open a directory).
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            if let Ok(d) = std::fs::File::open(dir) {
-                let _ = d.sync_all();
-            }
-        }
-        Ok(())
-    })();
-    result.map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        Error::io(op, path, e)
-    })
+    write_atomic("checkpoint.write", path, &bytes)
 }
 
 impl Checkpoint {
@@ -289,7 +243,15 @@ impl Checkpoint {
             .precision
             .or_else(|| legacy_precision(&sections[0]))
             .ok_or_else(|| corrupt(path, "the header names no precision"))?;
-        Ok(Checkpoint { path: path.to_path_buf(), config: header.config, state: header.state, precision, model, optim })
+        Ok(Checkpoint {
+            path: path.to_path_buf(),
+            config: header.config,
+            state: header.state,
+            precision,
+            history: header.history,
+            model,
+            optim,
+        })
     }
 
     /// The layer stored in the checkpoint, on backend `B`.

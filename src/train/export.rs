@@ -19,9 +19,10 @@ use std::path::Path;
 use safetensors::tensor::{Dtype, TensorView};
 use serde::Serialize;
 
-use super::checkpoint::{write_atomic, Checkpoint};
+use super::checkpoint::Checkpoint;
 use crate::backend::{NdArrayBackend, Precision};
 use crate::error::{Error, Result};
+use crate::files::write_atomic;
 
 /// What [`export_safetensors`] wrote.
 #[derive(Clone, Debug, Serialize)]
@@ -72,7 +73,7 @@ pub fn export_safetensors(checkpoint: impl AsRef<Path>, out: impl AsRef<Path>) -
         ("step".to_string(), ckpt.state.step.to_string()),
     ]);
     let bytes = safetensors::serialize(tensors, Some(metadata)).map_err(bad)?;
-    write_atomic(out.as_ref(), &bytes)?;
+    write_atomic("export", out.as_ref(), &bytes)?;
     Ok(ExportSummary {
         path: out.as_ref().display().to_string(),
         n,

@@ -28,9 +28,11 @@ pub mod objective;
 mod observer;
 mod polish;
 mod run;
+pub mod state;
 mod trainer;
 
-pub use checkpoint::{Checkpoint, DirLock, Phase, TrainState};
+pub use checkpoint::{Checkpoint, DirLock};
 pub use config::TrainConfig;
 pub use observer::{Observer, Progress};
+pub use state::{Phase, TrainState};
 pub use trainer::{TrainReport, Trainer};

@@ -1,14 +1,14 @@
 //! What a run tells its watcher: a [`Progress`] record every `log_every` steps, sent to an
 //! [`Observer`] (a progress bar, a logger, a test's recorder).
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-use super::checkpoint::Phase;
 use super::config::TrainConfig;
+use super::state::Phase;
 use crate::backend::Selected;
 
 /// One progress record, sent to the [`Observer`] every `log_every` steps and at phase changes.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Progress {
     /// Steps done (all phases).
     pub step: usize,
@@ -24,7 +24,7 @@ pub struct Progress {
     pub floor: Option<f64>,
     /// Adam's learning rate (Adam phase only).
     pub lr: Option<f64>,
-    /// Seconds since this run started.
+    /// Seconds of training so far (summed over resumed runs).
     pub seconds: f64,
 }
 

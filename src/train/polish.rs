@@ -2,10 +2,10 @@
 //! loss stops falling; then (`fix_gauge`) the gauge is fixed ([`super::gauge`]) and a second
 //! stage polishes the free twiddles.
 
-use super::checkpoint::Phase;
 use super::gauge::{fix_gauge, gauge_mask};
 use super::lm::{Polish, PolishSettings, Twiddles};
 use super::run::{Run, INITIAL_LOG2_LAMBDA};
+use super::state::Phase;
 use crate::backend::FftBackend;
 use crate::error::{Error, Result};
 

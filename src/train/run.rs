@@ -13,14 +13,16 @@ use burn::optim::adaptor::OptimizerAdaptor;
 use burn::optim::{Adam, AdamConfig, Optimizer};
 use burn::tensor::Tensor;
 
-use super::checkpoint::{self, Checkpoint, DirLock, Phase, TrainState, CONFIG_FILE};
+use super::checkpoint::{self, Checkpoint, DirLock, CONFIG_FILE};
 use super::config::TrainConfig;
 use super::lm::Twiddles;
 use super::logging::TensorBoard;
 use super::objective::{self, scalar, Objective};
 use super::observer::{Observer, Progress};
+use super::state::{Phase, TrainState};
 use crate::backend::{FftBackend, Precision};
 use crate::error::{Error, Result};
+use crate::files;
 use crate::memory;
 use crate::nn::{exact_fft, Butterfly, ButterflyConfig, ButterflyInit};
 use crate::ops::Permutation;
@@ -61,6 +63,8 @@ pub(super) struct Run<'a, B: FftBackend> {
     pub state: TrainState,
     pub perm: Permutation,
     pub resumed_from: Option<usize>,
+    /// Progress records so far, one per (step, phase, attempt): saved in every checkpoint.
+    history: Vec<Progress>,
     ckpt_path: Option<PathBuf>,
     last_ckpt: Option<usize>,
     tb: Option<TensorBoard>,
@@ -94,17 +98,17 @@ impl<'a, B: FftBackend> Run<'a, B> {
         let ckpt_path = checkpoint::running_path(cfg);
         // One trainer per checkpoint directory, from before the checkpoint is read.
         let lock = cfg.checkpoint_dir.as_ref().map(|d| DirLock::acquire(Path::new(d))).transpose()?;
-        let (layer, optim, state) = match (&ckpt_path, options.resume) {
+        let (layer, optim, state, history) = match (&ckpt_path, options.resume) {
             (Some(path), true) => resume::<B>(path, cfg, device)?,
             (None, true) => return Err(Error::invalid("train.resume", "a checkpoint directory", "none")),
-            (_, false) => (fresh_layer(cfg, 0, device)?, new_optim::<B>(), TrainState::start()),
+            (_, false) => (fresh_layer(cfg, 0, device)?, new_optim::<B>(), TrainState::start(), Vec::new()),
         };
         let resumed_from = options.resume.then_some(state.step);
         let schedule = schedule::<B>(cfg, state.attempt_step)?;
         if let Some(dir) = &cfg.checkpoint_dir {
             let json = serde_json::to_vec_pretty(cfg)
                 .map_err(|e| Error::invalid("train", "a config that encodes as JSON", e))?;
-            checkpoint::write_atomic(&Path::new(dir).join(CONFIG_FILE), &json)?;
+            files::write_atomic("train.config", &Path::new(dir).join(CONFIG_FILE), &json)?;
         }
         let tb = cfg.log_dir.as_ref().map(TensorBoard::open).transpose()?;
         let perm = layer.permutation();
@@ -124,6 +128,7 @@ impl<'a, B: FftBackend> Run<'a, B> {
             state,
             perm,
             resumed_from,
+            history,
             ckpt_path,
             last_ckpt: resumed_from,
             tb,
@@ -152,7 +157,9 @@ impl<'a, B: FftBackend> Run<'a, B> {
         ends || self.state.step.is_multiple_of(self.cfg.log_every)
     }
 
-    /// Sends a progress record to the observer and TensorBoard.
+    /// Sends a progress record to the observer and TensorBoard, and keeps it in the history
+    /// (replacing a record of the same step, phase and attempt: a resumed run logs its first
+    /// step again, and a polish stage that follows another starts at the step it ended).
     pub fn report(&mut self, loss: f64, lr: Option<f64>) -> Result<()> {
         let p = Progress {
             step: self.state.step,
@@ -162,9 +169,13 @@ impl<'a, B: FftBackend> Run<'a, B> {
             rmse: loss.sqrt(),
             floor: self.floor_device,
             lr,
-            seconds: self.clock.elapsed().as_secs_f64(),
+            seconds: self.seconds(),
         };
         self.observer.progress(&p);
+        match self.history.last_mut() {
+            Some(last) if (last.step, last.phase, last.attempt) == (p.step, p.phase, p.attempt) => *last = p.clone(),
+            _ => self.history.push(p.clone()),
+        }
         if let Some(tb) = self.tb.as_mut() {
             let mut v = vec![("loss", p.loss), ("rmse", p.rmse)];
             v.extend(p.floor.map(|f| ("floor", f)));
@@ -211,7 +222,7 @@ impl<'a, B: FftBackend> Run<'a, B> {
             _ => None,
         };
         self.state.seconds = self.seconds();
-        checkpoint::write(path, self.cfg, &self.state, &self.layer, optim)?;
+        checkpoint::write(path, self.cfg, &self.state, &self.history, &self.layer, optim)?;
         self.last_ckpt = Some(self.state.step);
         Ok(())
     }
@@ -237,7 +248,13 @@ impl<'a, B: FftBackend> Run<'a, B> {
         if let Some(tb) = self.tb.take() {
             tb.close()?;
         }
-        Ok(Ended { layer: self.layer, state: self.state, resumed_from: self.resumed_from, checkpoint: self.ckpt_path })
+        Ok(Ended {
+            layer: self.layer,
+            state: self.state,
+            resumed_from: self.resumed_from,
+            history: self.history,
+            checkpoint: self.ckpt_path,
+        })
     }
 }
 
@@ -247,6 +264,8 @@ pub(super) struct Ended<B: FftBackend> {
     pub state: TrainState,
     /// The step it resumed from, if it did.
     pub resumed_from: Option<usize>,
+    /// Its progress records.
+    pub history: Vec<Progress>,
     /// Its checkpoint file, if it wrote one.
     pub checkpoint: Option<PathBuf>,
 }
@@ -288,12 +307,11 @@ fn schedule<B: FftBackend>(cfg: &TrainConfig, attempt_step: usize) -> Result<Cos
     Ok(schedule.load_record::<B>(attempt_step.wrapping_sub(1)))
 }
 
-/// The layer, optimiser and state saved in the checkpoint at `path`.
-fn resume<B: FftBackend>(
-    path: &Path,
-    cfg: &TrainConfig,
-    device: &B::Device,
-) -> Result<(Butterfly<B>, AdamOptimizer<B>, TrainState)> {
+/// What a run resumes from: the layer, optimiser, state and progress records.
+type Resumed<B> = (Butterfly<B>, AdamOptimizer<B>, TrainState, Vec<Progress>);
+
+/// The layer, optimiser, state and progress records saved in the checkpoint at `path`.
+fn resume<B: FftBackend>(path: &Path, cfg: &TrainConfig, device: &B::Device) -> Result<Resumed<B>> {
     let ckpt = Checkpoint::read(path)?;
     check_compatible(&ckpt, cfg, Precision::of::<B>())?;
     let layer = ckpt.layer::<B>(device)?;
@@ -313,7 +331,7 @@ fn resume<B: FftBackend>(
     if let Some(record) = ckpt.optimizer_record::<B, _>(device)? {
         optim = optim.load_record(record);
     }
-    Ok((layer, optim, ckpt.state))
+    Ok((layer, optim, ckpt.state, ckpt.history))
 }
 
 /// A resumed run must train the same shapes on the same problem, in the same float type.

@@ -10,7 +10,7 @@ use serde::Serialize;
 use super::checkpoint;
 use super::config::TrainConfig;
 use super::objective::scalar;
-use super::observer::Observer;
+use super::observer::{Observer, Progress};
 use super::run::{Run, RunOptions};
 use crate::backend::{dispatch, BackendKind, BackendTask, FftBackend, Precision, Selected};
 use crate::error::Result;
@@ -50,6 +50,10 @@ pub struct TrainReport {
     pub gauge_fixed: bool,
     /// The checkpoint written at the end, if any.
     pub checkpoint: Option<String>,
+    /// The progress records of the whole run (resumed runs included), one per (step, phase,
+    /// attempt): the training curve ([`crate::plot::training_curve`]). Not serialised.
+    #[serde(skip)]
+    pub history: Vec<Progress>,
 }
 
 /// Trains a [`Butterfly`] to reproduce a target transform (see [`crate::train`]).
@@ -148,6 +152,7 @@ fn finish<B: FftBackend>(mut run: Run<'_, B>, selected: &Selected) -> Result<(Bu
         rmse_over_floor: floor.map(|f| rmse / f),
         gauge_fixed: state.gauge_fixed,
         checkpoint: ended.checkpoint.map(|p| p.display().to_string()),
+        history: ended.history,
     };
     Ok((layer, report))
 }

@@ -15,6 +15,7 @@
 //! - `conv`: the FFT convolution layer against an explicit f64 sum, its gradients against finite
 //!   differences, frozen FFTs under an optimiser; Welch's PSD against an f64 Welch; top-k peaks.
 //! - `errors`: bad input gives a clear error.
+//! - `plot`: the PNG pictures (CLI and examples) decode at their documented sizes; bad data.
 //! - `cli`: the binary as a user runs it: sizes and counts it refuses, the backend flag over the
 //!   environment, one trainer per checkpoint directory, SIGTERM/SIGINT leave a checkpoint.
 //!
@@ -29,6 +30,7 @@ mod errors;
 mod exact_fft;
 mod gradients;
 mod kernels;
+mod plot;
 mod spectral;
 mod spectral_kernels;
 mod train;

@@ -512,4 +512,13 @@ fn resumed_run_follows_the_uninterrupted_run() {
     for key in ["steps", "attempts", "rmse"] {
         assert_eq!(full_report[key], resumed_report[key], "{key}");
     }
+    // The training curve the final checkpoint keeps is the whole run's, across the kill: the
+    // records before the kill come from the checkpoint, none is lost or repeated.
+    let curve = |dir: &Path| -> Vec<(usize, Phase, usize, f64)> {
+        let ckpt = Checkpoint::read(dir.join("checkpoint.lfft")).expect("the final checkpoint");
+        ckpt.history.iter().map(|p| (p.step, p.phase, p.attempt, p.loss)).collect()
+    };
+    let (full_curve, resumed_curve) = (curve(&full_dir), curve(&cut_dir));
+    assert!(full_curve.len() as u64 > at + 10, "a record per step: {} records", full_curve.len());
+    assert_eq!(full_curve, resumed_curve, "the resumed run's saved curve is the uninterrupted run's");
 }

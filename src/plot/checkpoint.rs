@@ -1,0 +1,86 @@
+//! The pictures of one checkpoint: its training curve, its error matrix and its twiddles.
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use super::curves::{training_curve, twiddle_magnitudes};
+use super::heatmap::matrix_error;
+use crate::backend::{dispatch, BackendKind, BackendTask, FftBackend, Precision, Selected};
+use crate::error::Result;
+use crate::ops::ButterflyOps;
+use crate::train::Checkpoint;
+
+/// The training curve's file in the output directory.
+pub const CURVE_FILE: &str = "curve.png";
+/// The error matrix's file.
+pub const ERROR_FILE: &str = "error.png";
+/// The twiddle magnitudes' file.
+pub const TWIDDLES_FILE: &str = "twiddles.png";
+
+/// What [`checkpoint_pictures`] wrote.
+#[derive(Clone, Debug, Serialize)]
+pub struct Pictures {
+    /// The files written.
+    pub written: Vec<String>,
+    /// The pictures not drawn, each with the reason.
+    pub skipped: Vec<String>,
+    /// The layer's rmse against the f64 target on the backend used (as `learned-fft eval` gives).
+    pub rmse: f64,
+}
+
+/// Draws a checkpoint's pictures into `out_dir` (created if missing): [`CURVE_FILE`] from the
+/// progress records the checkpoint holds (skipped, with the reason, in files written before
+/// records were kept), [`ERROR_FILE`] with the layer's matrix as `backend` computes it in
+/// `precision` (the checkpoint's own when `None`), and [`TWIDDLES_FILE`].
+///
+/// # Errors
+/// Those of [`Checkpoint::read`], of backend selection, and of the figures.
+pub fn checkpoint_pictures(
+    checkpoint: impl AsRef<Path>,
+    out_dir: impl AsRef<Path>,
+    backend: BackendKind,
+    precision: Option<Precision>,
+) -> Result<Pictures> {
+    struct Task<'a>(Checkpoint, &'a Path);
+    impl BackendTask for Task<'_> {
+        type Output = Pictures;
+        fn run<B: FftBackend>(self, device: B::Device, _: &Selected) -> Result<Pictures> {
+            checkpoint_pictures_on::<B::InnerBackend>(&self.0, self.1, &device)
+        }
+    }
+    let ckpt = Checkpoint::read(checkpoint)?;
+    let precision = precision.unwrap_or(ckpt.precision);
+    dispatch(backend, precision, Task(ckpt, out_dir.as_ref()))
+}
+
+/// [`checkpoint_pictures`] for a checkpoint already read, on backend `B`.
+pub fn checkpoint_pictures_on<B: ButterflyOps>(
+    ckpt: &Checkpoint,
+    out_dir: &Path,
+    device: &B::Device,
+) -> Result<Pictures> {
+    let cfg = &ckpt.config;
+    let n = cfg.n;
+    let name = format!("{}, N = {n}, trained in {}, step {}", cfg.target.kind(), ckpt.precision, ckpt.state.step);
+    let file = |f: &str| -> PathBuf { out_dir.join(f) };
+    let mut pictures = Pictures { written: Vec::new(), skipped: Vec::new(), rmse: f64::NAN };
+    if ckpt.history.is_empty() {
+        pictures
+            .skipped
+            .push(format!("{CURVE_FILE}: the checkpoint holds no progress records (written before they were kept)"));
+    } else {
+        training_curve(file(CURVE_FILE), &ckpt.history, &format!("Training: {name}"))?;
+        pictures.written.push(file(CURVE_FILE).display().to_string());
+    }
+    let layer = ckpt.layer::<B>(device)?;
+    let learned = layer.matrix_on_backend()?;
+    let target = cfg.target.matrix(n)?;
+    pictures.rmse = learned.rmse(&target)?;
+    matrix_error(file(ERROR_FILE), &learned, &target, &format!("Learned matrix M against the target T: {name}"))?;
+    pictures.written.push(file(ERROR_FILE).display().to_string());
+    let (re, im) = layer.twiddles_f64();
+    twiddle_magnitudes(file(TWIDDLES_FILE), n, &re, &im, &format!("Twiddle magnitudes per stage: {name}"))?;
+    pictures.written.push(file(TWIDDLES_FILE).display().to_string());
+    Ok(pictures)
+}

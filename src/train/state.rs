@@ -1,0 +1,36 @@
+//! Where a run stands: its [`TrainState`] (saved in every checkpoint) and [`Phase`].
+
+use serde::{Deserialize, Serialize};
+
+/// Where training stands, saved in every checkpoint.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TrainState {
+    /// Steps done so far, over all phases and attempts.
+    pub step: usize,
+    /// Attempt (0 = first random init; r uses seed + r).
+    pub attempt: usize,
+    /// Steps done in this phase of this attempt.
+    pub attempt_step: usize,
+    /// The phase the next step belongs to.
+    pub phase: Phase,
+    /// log2 of the Levenberg–Marquardt damping.
+    pub log2_lambda: i32,
+    /// Whether the twiddles were gauge-fixed (the polish phase then trains only the free entries).
+    pub gauge_fixed: bool,
+    /// Polish steps in a row that did not lower the loss by 1 %.
+    pub stalled: usize,
+    /// Seconds of training so far (summed over resumed runs).
+    pub seconds: f64,
+}
+
+/// Training phase.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Phase {
+    /// Adam from random init.
+    Adam,
+    /// Levenberg–Marquardt polish.
+    Polish,
+    /// Finished.
+    Done,
+}
