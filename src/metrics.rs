@@ -9,8 +9,9 @@
 //! evaluated in the same dtype on the same backend: what rounding alone costs, and the bar a
 //! trained layer is measured against.
 
+use crate::backend::Precision;
 use crate::error::{Error, Result};
-use crate::nn::butterfly::{exact_fft, Butterfly};
+use crate::nn::butterfly::{exact_butterfly, exact_fft, Butterfly};
 use crate::ops::ButterflyOps;
 use crate::reference::{ComplexMatrix, Target};
 
@@ -22,16 +23,29 @@ pub fn rmse<B: ButterflyOps>(layer: &Butterfly<B>, target: &ComplexMatrix) -> Re
     layer.matrix_on_backend()?.rmse(target)
 }
 
-/// The floor for `target` at size `n` on backend `B`: the rmse of the exact-twiddle butterfly.
-/// `None` for targets with no exact butterfly here (all but the DFT and its inverse).
+/// The floor for `target` at size `n` on backend `B`: the rmse of its exact factorization
+/// evaluated in `B`'s float type ([`crate::reference::factorizations`]). `None` for targets with
+/// no exact single butterfly here.
 pub fn floor<B: ButterflyOps>(n: usize, target: &Target, device: &B::Device) -> Result<Option<f64>> {
-    let inverse = match target {
-        Target::Dft => false,
-        Target::Idft => true,
-        _ => return Ok(None),
-    };
-    let exact = exact_fft::<B>(n, inverse, device)?;
-    rmse(&exact, &target.matrix(n)?).map(Some)
+    match exact_butterfly::<B>(target, n, device)? {
+        Some(exact) => rmse(&exact, &target.matrix(n)?).map(Some),
+        None => Ok(None),
+    }
+}
+
+/// The f64 bar: a run from random init must reach an rmse of at most this.
+pub const F64_BAR: f64 = 1e-14;
+/// The f32 bar: a run must reach an rmse of at most this multiple of the floor (the exact
+/// factorization's own rmse in f32 on the same backend).
+pub const F32_BAR_OVER_FLOOR: f64 = 1.0;
+
+/// The bar a run in `precision` must reach: [`F64_BAR`] in f64; in f32 [`F32_BAR_OVER_FLOOR`]
+/// times the floor, `None` where the target has no floor (no exact factorization is known).
+pub fn bar(precision: Precision, floor: Option<f64>) -> Option<f64> {
+    match precision {
+        Precision::F64 => Some(F64_BAR),
+        Precision::F32 => floor.map(|f| F32_BAR_OVER_FLOOR * f),
+    }
 }
 
 /// One row of the exact-butterfly accuracy table.

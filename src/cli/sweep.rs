@@ -1,5 +1,5 @@
 //! The training sweep behind the README's results table and the shipped checkpoints:
-//! N = 8…1024, several seeds, one precision per call (`learned-fft bench train`).
+//! targets × N = 8…1024 × several seeds, one precision per call (`learned-fft bench train`).
 
 use std::path::{Path, PathBuf};
 
@@ -8,20 +8,22 @@ use serde::{Deserialize, Serialize};
 use learned_fft::backend::{BackendKind, Precision};
 use learned_fft::error::{Error, Result};
 use learned_fft::files::write_atomic;
+use learned_fft::nn::target_permutation;
 use learned_fft::train::checkpoint::CHECKPOINT_FILE;
 use learned_fft::train::{TrainConfig, TrainReport, Trainer};
-use learned_fft::Target;
+use learned_fft::{metrics, Permutation, Target, TargetKind};
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use rand_distr::{Distribution, StandardNormal};
 
-/// The f64 bar: rmse at most this from random init.
-pub const F64_BAR: f64 = 1e-14;
-/// The f32 bar: rmse at most this multiple of the floor.
-pub const F32_BAR_OVER_FLOOR: f64 = 1.0;
 /// Seed spacing between runs (restart r of a run uses its seed + r).
 pub const SEED_STRIDE: u64 = 1000;
 
 /// What to sweep.
 #[derive(Clone, Debug)]
 pub struct Sweep {
+    /// Targets (a circulant gets a random kernel per seed).
+    pub targets: Vec<TargetKind>,
     /// Sizes.
     pub sizes: Vec<usize>,
     /// Runs per size (seeds 0, 1000, 2000, …).
@@ -42,12 +44,15 @@ pub struct Sweep {
 /// One size's results.
 #[derive(Clone, Debug, Serialize)]
 pub struct SweepRow {
+    /// Target.
+    pub target: TargetKind,
     /// Size.
     pub n: usize,
     /// Precision.
     pub precision: Precision,
-    /// The bar's rmse at this size (1e-14 in f64, the floor in f32).
-    pub bar: f64,
+    /// The bar's rmse at this size (1e-14 in f64, the floor in f32; none in f32 for a target
+    /// with no exact factorization in the model class).
+    pub bar: Option<f64>,
     /// The floor.
     pub floor: Option<f64>,
     /// Runs.
@@ -77,6 +82,9 @@ pub struct ManifestEntry {
     pub n: usize,
     /// Target name.
     pub target: String,
+    /// The permutation of its model class (one butterfly after it).
+    #[serde(default)]
+    pub permutation: Option<Permutation>,
     /// Precision trained in.
     pub precision: Precision,
     /// rmse against the f64 target, on the training backend.
@@ -107,32 +115,30 @@ impl Sweep {
         observer: &mut dyn learned_fft::train::Observer,
         mut each: impl FnMut(&TrainReport),
     ) -> Result<Vec<SweepRow>> {
-        if self.seeds == 0 || self.sizes.is_empty() {
+        if self.seeds == 0 || self.sizes.is_empty() || self.targets.is_empty() {
             return Err(Error::invalid(
                 "bench train",
-                "at least one size and one seed",
-                format!("{} sizes, {} seeds", self.sizes.len(), self.seeds),
+                "at least one target, one size and one seed",
+                format!("{} targets, {} sizes, {} seeds", self.targets.len(), self.sizes.len(), self.seeds),
             ));
         }
         let mut rows = Vec::new();
-        for &n in &self.sizes {
-            let floor = {
-                // The floor on this backend, for the f32 bar and for stopping at it.
-                TrainConfig::new(n).validate()?;
-                floor_on(n, self.backend, self.precision)?
-            };
-            let bar = match self.precision {
-                Precision::F64 => F64_BAR,
-                Precision::F32 => F32_BAR_OVER_FLOOR * floor,
-            };
+        for (&kind, &n) in self.targets.iter().flat_map(|k| self.sizes.iter().map(move |n| (k, n))) {
+            TrainConfig::new(n).validate()?;
             let mut reports = Vec::new();
+            let mut bars = Vec::new();
             for i in 0..self.seeds {
-                let dir = self.scratch.join(format!("n{n}-{}-{i}", self.precision));
+                let seed = i as u64 * SEED_STRIDE;
+                let target = target_for(kind, n, seed)?;
+                // The floor on this backend, for the f32 bar and for stopping at it.
+                let bar = metrics::bar(self.precision, floor_on(&target, n, self.backend, self.precision)?);
+                let dir = self.scratch.join(format!("{kind}-n{n}-{}-{i}", self.precision));
                 let mut config = TrainConfig::new(n)
-                    .with_seed(i as u64 * SEED_STRIDE)
+                    .with_target(target)
+                    .with_seed(seed)
                     .with_checkpoint_dir(Some(dir.display().to_string()))
                     .with_checkpoint_every(1_000_000);
-                if self.to_bar {
+                if let (true, Some(bar)) = (self.to_bar, bar) {
                     // 0.95: the device's rmse and the f64 metric agree to ~1e-3, not exactly.
                     config.stop_rmse = Some(0.95 * bar);
                 }
@@ -144,16 +150,19 @@ impl Sweep {
                     }
                 }
                 reports.push(report);
+                bars.push(bar);
             }
             let rmses: Vec<f64> = reports.iter().map(|r| r.rmse).collect();
             let secs: Vec<f64> = reports.iter().map(|r| r.seconds).collect();
             rows.push(SweepRow {
+                target: kind,
                 n,
                 precision: self.precision,
-                bar,
-                floor: Some(floor),
+                // The same for every seed, except a circulant's, whose kernel changes: the first.
+                bar: bars[0],
+                floor: reports[0].floor,
                 runs: reports.len(),
-                reached: rmses.iter().filter(|&&r| r <= bar).count(),
+                reached: reports.iter().filter(|r| r.reached).count(),
                 rmse_median: median(rmses.clone()),
                 rmse_max: rmses.iter().cloned().fold(0.0, f64::max),
                 steps_median: median(reports.iter().map(|r| r.steps).collect()),
@@ -166,20 +175,33 @@ impl Sweep {
     }
 }
 
-fn floor_on(n: usize, backend: BackendKind, precision: Precision) -> Result<f64> {
-    use learned_fft::backend::{dispatch, BackendTask, FftBackend, Selected};
-    struct Floor(usize);
-    impl BackendTask for Floor {
-        type Output = f64;
-        fn run<B: FftBackend>(self, device: B::Device, _: &Selected) -> Result<f64> {
-            Ok(learned_fft::metrics::floor::<B::InnerBackend>(self.0, &Target::Dft, &device)?
-                .expect("the DFT has a floor"))
+/// The target of `kind` for the run with `seed`: a circulant's kernel is standard normal, drawn
+/// from the seed.
+fn target_for(kind: TargetKind, n: usize, seed: u64) -> Result<Target> {
+    let kernel = match kind {
+        TargetKind::Circulant => {
+            let mut rng = ChaCha8Rng::seed_from_u64(seed);
+            (0..n).map(|_| StandardNormal.sample(&mut rng)).collect()
         }
-    }
-    dispatch(backend, precision, Floor(n))
+        _ => Vec::new(),
+    };
+    kind.target(kernel)
 }
 
-/// Copies a run's checkpoint into `dir` as `dft-n{N}-{precision}.lfft` and records it in
+/// The floor of `target` at size `n` on the backend, when it has one.
+fn floor_on(target: &Target, n: usize, backend: BackendKind, precision: Precision) -> Result<Option<f64>> {
+    use learned_fft::backend::{dispatch, BackendTask, FftBackend, Selected};
+    struct Floor<'a>(&'a Target, usize);
+    impl BackendTask for Floor<'_> {
+        type Output = Option<f64>;
+        fn run<B: FftBackend>(self, device: B::Device, _: &Selected) -> Result<Option<f64>> {
+            metrics::floor::<B::InnerBackend>(self.1, self.0, &device)
+        }
+    }
+    dispatch(backend, precision, Floor(target, n))
+}
+
+/// Copies a run's checkpoint into `dir` as `{target}-n{N}-{precision}.lfft` and records it in
 /// `dir/manifest.json` (replacing an entry for the same file), both written atomically.
 fn ship_checkpoint(dir: &Path, checkpoint: &Path, r: &TrainReport) -> Result<()> {
     let file = format!("{}-n{}-{}.lfft", r.target.kind(), r.n, r.backend.precision);
@@ -195,6 +217,7 @@ fn ship_checkpoint(dir: &Path, checkpoint: &Path, r: &TrainReport) -> Result<()>
         file,
         n: r.n,
         target: r.target.kind().to_string(),
+        permutation: Some(target_permutation(&r.target)),
         precision: r.backend.precision,
         rmse: r.rmse,
         floor: r.floor,
@@ -204,7 +227,7 @@ fn ship_checkpoint(dir: &Path, checkpoint: &Path, r: &TrainReport) -> Result<()>
         backend: r.backend.kind.to_string(),
         device: r.backend.device.clone(),
     });
-    entries.sort_by_key(|e| (e.precision.to_string(), e.n));
+    entries.sort_by_key(|e| (e.target.clone(), e.precision.to_string(), e.n));
     let json =
         serde_json::to_vec_pretty(&entries).map_err(|e| Error::invalid("bench train", "a manifest that encodes", e))?;
     write_atomic("bench.ship", &manifest_path, &json)

@@ -7,7 +7,7 @@ pub mod conv;
 pub mod psd;
 pub mod spectral;
 
-pub use butterfly::{exact_fft, Butterfly, ButterflyConfig, ButterflyInit};
+pub use butterfly::{exact_butterfly, exact_fft, target_permutation, Butterfly, ButterflyConfig, ButterflyInit};
 pub use conv::{ConvOutput, FftConv1d, FftConv1dConfig, FftSource};
 pub use psd::{top_k_peaks, welch_psd, welch_psd_with};
 pub use spectral::{MultiResolutionSpectralLoss, MultiResolutionSpectralLossConfig, SpectralLoss, SpectralLossConfig};

@@ -7,10 +7,13 @@
 //!   tested against its closed form or a naive O(N²) sum.
 //! - [`butterfly`]: the butterfly product evaluated in f64 from its twiddles, the definition
 //!   that the tensor-op forward and the fused kernels are checked against.
+//! - [`factorizations`]: exact factorizations of the targets into (permutation, butterfly)
+//!   factors, in f64: which model class represents which target, and the floors.
 //! - [`matrix`]: the small dense complex matrix type these share.
 
 pub mod butterfly;
 pub mod dft;
+pub mod factorizations;
 pub mod matrix;
 pub mod targets;
 

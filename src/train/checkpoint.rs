@@ -27,7 +27,7 @@ use super::state::TrainState;
 use crate::backend::Precision;
 use crate::error::{Error, Result};
 use crate::files::write_atomic;
-use crate::nn::{Butterfly, ButterflyConfig, ButterflyInit};
+use crate::nn::{target_permutation, Butterfly, ButterflyConfig, ButterflyInit};
 use crate::tensors::{float_tensor, to_f64_vec};
 
 const MAGIC: &[u8; 8] = b"LFFTCKPT";
@@ -256,7 +256,10 @@ impl Checkpoint {
 
     /// The layer stored in the checkpoint, on backend `B`.
     pub fn layer<B: Backend>(&self, device: &B::Device) -> Result<Butterfly<B>> {
-        let layer = ButterflyConfig::new(self.config.n).with_init(ButterflyInit::Identity).init::<B>(device)?;
+        let layer = ButterflyConfig::new(self.config.n)
+            .with_init(ButterflyInit::Identity)
+            .with_permutation(target_permutation(&self.config.target))
+            .init::<B>(device)?;
         let record = Recorder::<B>::load(&reader(), self.model.clone(), device)
             .map_err(|e| corrupt(&self.path, format!("cannot decode the layer: {e}")))?;
         let mut layer = layer.load_record(record);

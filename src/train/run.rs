@@ -24,9 +24,8 @@ use crate::backend::{FftBackend, Precision};
 use crate::error::{Error, Result};
 use crate::files;
 use crate::memory;
-use crate::nn::{exact_fft, Butterfly, ButterflyConfig, ButterflyInit};
+use crate::nn::{exact_butterfly, target_permutation, Butterfly, ButterflyConfig, ButterflyInit};
 use crate::ops::Permutation;
-use crate::reference::Target;
 
 /// The initial log2 of the Levenberg–Marquardt damping.
 pub(super) const INITIAL_LOG2_LAMBDA: i32 = -10;
@@ -87,13 +86,12 @@ impl<'a, B: FftBackend> Run<'a, B> {
         memory::ensure("train", what, objective::bytes_needed(n, float))?;
         let objective = Objective::<B>::new(&cfg.target, n, device)?;
         let inner_objective = Objective::<B::InnerBackend>::new(&cfg.target, n, device)?;
-        let floor_device = match cfg.target {
-            Target::Dft | Target::Idft => {
-                let exact = exact_fft::<B::InnerBackend>(n, cfg.target == Target::Idft, device)?;
+        let floor_device = match exact_butterfly::<B::InnerBackend>(&cfg.target, n, device)? {
+            Some(exact) => {
                 let loss = inner_objective.loss(exact.twiddle_re.val(), exact.twiddle_im.val(), exact.permutation());
                 Some(scalar(loss).sqrt())
             }
-            _ => None,
+            None => None,
         };
         let ckpt_path = checkpoint::running_path(cfg);
         // One trainer per checkpoint directory, from before the checkpoint is read.
@@ -288,7 +286,10 @@ impl TrainState {
 
 /// Attempt `attempt`'s random initial layer (seed `cfg.seed + attempt`).
 fn fresh_layer<B: FftBackend>(cfg: &TrainConfig, attempt: usize, device: &B::Device) -> Result<Butterfly<B>> {
-    ButterflyConfig::new(cfg.n).with_init(ButterflyInit::RandomUnitary { seed: cfg.seed + attempt as u64 }).init(device)
+    ButterflyConfig::new(cfg.n)
+        .with_init(ButterflyInit::RandomUnitary { seed: cfg.seed + attempt as u64 })
+        .with_permutation(target_permutation(&cfg.target))
+        .init(device)
 }
 
 fn new_optim<B: FftBackend>() -> AdamOptimizer<B> {

@@ -46,6 +46,11 @@ pub struct TrainReport {
     pub floor: Option<f64>,
     /// rmse / floor.
     pub rmse_over_floor: Option<f64>,
+    /// The bar this run had to reach ([`metrics::bar`]): 1e-14 in f64, the floor in f32; `None`
+    /// in f32 for a target with no exact factorization (no floor) here.
+    pub bar: Option<f64>,
+    /// Whether the rmse is at or under the bar (`false` where there is no bar).
+    pub reached: bool,
     /// Whether the twiddles are in the fixed gauge (first columns 1).
     pub gauge_fixed: bool,
     /// The checkpoint written at the end, if any.
@@ -137,6 +142,7 @@ fn finish<B: FftBackend>(mut run: Run<'_, B>, selected: &Selected) -> Result<(Bu
     let n = cfg.n;
     let rmse = metrics::rmse(&layer, &cfg.target.matrix(n)?)?;
     let floor = metrics::floor::<B>(n, &cfg.target, device)?;
+    let bar = metrics::bar(Precision::of::<B>(), floor);
     let report = TrainReport {
         n,
         target: cfg.target.clone(),
@@ -150,6 +156,8 @@ fn finish<B: FftBackend>(mut run: Run<'_, B>, selected: &Selected) -> Result<(Bu
         rmse,
         floor,
         rmse_over_floor: floor.map(|f| rmse / f),
+        bar,
+        reached: bar.is_some_and(|b| rmse <= b),
         gauge_fixed: state.gauge_fixed,
         checkpoint: ended.checkpoint.map(|p| p.display().to_string()),
         history: ended.history,

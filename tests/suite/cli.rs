@@ -202,3 +202,54 @@ fn sigterm_and_sigint_leave_a_checkpoint_at_the_step_they_stopped() {
         assert_eq!(last_json(&out)["train"]["resumed_from"].as_u64(), Some(step as u64));
     }
 }
+
+#[test]
+fn a_run_that_misses_its_bar_exits_non_zero_saying_so() {
+    let dir = scratch("missed-bar");
+    // The DFT cut short (20 Adam steps, one polish step): far above the f32 floor.
+    let early = train_args(&dir.join("dft"), 16, &["--adam-steps", "20", "--restarts", "0", "--polish-iters", "1"]);
+    let out = run(&early.iter().map(String::as_str).collect::<Vec<_>>(), &[]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    for part in ["error: train: dft at N = 16", "is above the bar", "did not recover the target"] {
+        assert!(err.contains(part), "the error should mention {part:?}: {err}");
+    }
+    let report = last_json(&out);
+    assert!(report["train"]["rmse"].as_f64().is_some_and(|r| r > 1e-4), "the report still comes: {report}");
+    assert_eq!(report["train"]["reached"], false);
+    assert!(report["error"].as_str().is_some_and(|e| e.contains("above the bar")), "{report}");
+    // A target no model class here represents exactly yet has no f32 bar: never a success.
+    let dct = train_args(&dir.join("dct"), 8, &["--target", "dct2", "--adam-steps", "30", "--restarts", "0"]);
+    let args: Vec<&str> = dct.iter().map(String::as_str).collect();
+    refused(&args, &[], &["error: train: dct2 at N = 8", "no exact factorization of dct2"]);
+}
+
+#[test]
+fn bench_train_sweeps_targets_as_it_sweeps_sizes() {
+    let scratch_dir = scratch("sweep");
+    let args = [
+        "--backend",
+        "ndarray",
+        "bench",
+        "train",
+        "--targets",
+        "dft,hadamard",
+        "--sizes",
+        "8",
+        "--seeds",
+        "2",
+        "--to-bar",
+        "--scratch",
+        scratch_dir.to_str().unwrap(),
+    ];
+    let out = run(&args, &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let rows = last_json(&out)["sweep"].as_array().cloned().unwrap_or_default();
+    let targets: Vec<&str> = rows.iter().filter_map(|r| r["target"].as_str()).collect();
+    assert_eq!(targets, ["dft", "hadamard"]);
+    for row in &rows {
+        assert_eq!(row["runs"], 2, "{row}");
+        assert_eq!(row["reached"], 2, "every run under its bar: {row}");
+        assert!(row["bar"].as_f64().is_some_and(|b| b > 0.0 && b < 1e-6), "an f32 floor: {row}");
+    }
+}

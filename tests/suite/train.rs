@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use learned_fft::backend::{BackendKind, NdArrayBackend, Precision};
 use learned_fft::train::{Checkpoint, Phase, TrainConfig, TrainReport, Trainer};
-use learned_fft::{Butterfly, Error};
+use learned_fft::{Butterfly, Error, Target};
 
 use crate::common::wgpu_device;
 
@@ -34,7 +34,7 @@ fn assert_bar(r: &TrainReport, precision: Precision) {
             assert!(r.rmse <= F64_TRAIN_BAR, "N = {} seed {}: f64 rmse {:.3e} > {F64_TRAIN_BAR:e}", r.n, r.seed, r.rmse)
         }
         Precision::F32 => {
-            let floor = r.floor.expect("the DFT has a floor");
+            let floor = r.floor.expect("a target with an exact factorization has a floor");
             assert!(
                 r.rmse <= F32_TRAIN_BAR_OVER_FLOOR * floor,
                 "N = {} seed {}: f32 rmse {:.3e} = {:.3} × floor {floor:.3e}",
@@ -48,14 +48,23 @@ fn assert_bar(r: &TrainReport, precision: Precision) {
 }
 
 fn reaches_bars(backend: BackendKind, precision: Precision, sizes: &[usize]) {
+    reaches_bars_for(&Target::Dft, backend, precision, sizes);
+}
+
+fn reaches_bars_for(target: &Target, backend: BackendKind, precision: Precision, sizes: &[usize]) {
     for &n in sizes {
         for seed in SEEDS {
-            let r = train(TrainConfig::new(n).with_seed(seed), backend, precision);
+            let r = train(TrainConfig::new(n).with_seed(seed).with_target(target.clone()), backend, precision);
             eprintln!(
-                "{backend} {precision} N = {n} seed {seed}: rmse {:.3e} floor {:?} steps {} attempts {}",
-                r.rmse, r.floor, r.steps, r.attempts
+                "{} {backend} {precision} N = {n} seed {seed}: rmse {:.3e} floor {:?} steps {} attempts {}",
+                target.kind(),
+                r.rmse,
+                r.floor,
+                r.steps,
+                r.attempts
             );
             assert_bar(&r, precision);
+            assert!(r.reached, "the report says the bar {:?} was reached", r.bar);
         }
     }
 }
@@ -83,8 +92,21 @@ fn dft_from_random_init_reaches_the_f32_bar_wgpu() {
 }
 
 #[test]
+fn hadamard_from_random_init_reaches_both_bars_ndarray() {
+    reaches_bars_for(&Target::Hadamard, BackendKind::Ndarray, Precision::F64, &[8, 16]);
+    reaches_bars_for(&Target::Hadamard, BackendKind::Ndarray, Precision::F32, &[8, 16]);
+}
+
+#[test]
+fn hadamard_from_random_init_reaches_the_f32_bar_wgpu() {
+    if wgpu_device().is_some() {
+        reaches_bars_for(&Target::Hadamard, BackendKind::Wgpu, Precision::F32, &[8, 16]);
+    }
+}
+
+#[test]
 fn idft_from_random_init_reaches_the_f32_bar() {
-    let r = train(TrainConfig::new(16).with_target(learned_fft::Target::Idft), BackendKind::Candle, Precision::F32);
+    let r = train(TrainConfig::new(16).with_target(Target::Idft), BackendKind::Candle, Precision::F32);
     assert_bar(&r, Precision::F32);
 }
 
@@ -153,7 +175,7 @@ fn checkpoints_load_into_a_layer_and_bad_files_are_refused() {
     assert_eq!(ckpt.state.step, r.steps);
     // The loaded layer is the trained one: same rmse on the same backend and dtype.
     let layer = Butterfly::<NdArrayBackend<f32>>::from_checkpoint(&path, &Default::default()).unwrap();
-    let rmse = learned_fft::metrics::rmse(&layer, &learned_fft::Target::Dft.matrix(8).unwrap()).unwrap();
+    let rmse = learned_fft::metrics::rmse(&layer, &Target::Dft.matrix(8).unwrap()).unwrap();
     assert_eq!(rmse, r.rmse);
 
     let bytes = std::fs::read(&path).unwrap();
@@ -437,9 +459,8 @@ fn shipped_checkpoints_are_under_the_f32_bar_here_too() {
         assert!(entry["rmse"].as_f64().unwrap() <= entry["floor"].as_f64().unwrap(), "manifest entry for N = {n}");
         let device = Default::default();
         let layer = ckpt.layer::<CandleBackend<f32>>(&device).unwrap();
-        let rmse = learned_fft::metrics::rmse(&layer, &learned_fft::Target::Dft.matrix(n).unwrap()).unwrap();
-        let floor =
-            learned_fft::metrics::floor::<CandleBackend<f32>>(n, &learned_fft::Target::Dft, &device).unwrap().unwrap();
+        let rmse = learned_fft::metrics::rmse(&layer, &Target::Dft.matrix(n).unwrap()).unwrap();
+        let floor = learned_fft::metrics::floor::<CandleBackend<f32>>(n, &Target::Dft, &device).unwrap().unwrap();
         assert!(rmse <= F32_TRAIN_BAR_OVER_FLOOR * floor, "N = {n}: rmse {rmse:e} > floor {floor:e} on candle");
     }
 }

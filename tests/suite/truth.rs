@@ -2,7 +2,7 @@
 
 use std::f64::consts::PI;
 
-use learned_fft::reference::{butterfly, dft, ComplexMatrix, FftNorm, Target};
+use learned_fft::reference::{butterfly, dft, factorizations, ComplexMatrix, FftNorm, Target};
 use learned_fft::{ButterflyInit, Permutation};
 use num_complex::Complex64;
 
@@ -69,6 +69,36 @@ fn unitary_targets_are_unitary() {
             assert!(err <= TRUTH_ABS, "{} n={n}: |M Mᴴ − I| = {err:e}", target.kind());
         }
     }
+}
+
+/// Largest entry-wise error allowed for an exact factorization against its target: the
+/// product of up to 2·log2 N ≤ 16 butterfly stages, each rounding once per entry (ε = 1.1e-16),
+/// and the circulant's eigenvalues (a rustfft DFT of the kernel, entries up to ~√N·|h|).
+const FACTORIZATION_ABS: f64 = 1e-13;
+
+#[test]
+fn exact_factorizations_equal_their_targets() {
+    for n in sizes_up_to(256) {
+        let kernel = normals(n as u64 + 7, n);
+        let targets = [Target::Dft, Target::Idft, Target::Hadamard, Target::Circulant { kernel }];
+        for target in targets {
+            let f = factorizations::exact(&target, n).unwrap().expect("a factorization");
+            let expected_factors = if matches!(target, Target::Circulant { .. }) { 2 } else { 1 };
+            assert_eq!(f.factors().len(), expected_factors, "{} n={n}", target.kind());
+            let err = f.matrix().unwrap().max_abs_diff(&target.matrix(n).unwrap()).unwrap();
+            assert!(err <= FACTORIZATION_ABS, "{} n={n}: max |factorization − target| = {err:e}", target.kind());
+        }
+        for target in [Target::Dct2, Target::Dst2, Target::Hartley] {
+            assert!(factorizations::exact(&target, n).unwrap().is_none(), "{} has none yet", target.kind());
+        }
+    }
+    // Why the Hadamard transform's permutation is the identity: after bit reversal the same
+    // stages give another matrix (the DFT's permutation does not fit it).
+    let n = 16;
+    let mut f = factorizations::exact(&Target::Hadamard, n).unwrap().unwrap().factors()[0].clone();
+    f.permutation = factorizations::bit_reversal(n);
+    let m = butterfly::matrix(&f.re, &f.im, n, &f.permutation).unwrap();
+    assert!(m.max_abs_diff(&Target::Hadamard.matrix(n).unwrap()).unwrap() > 0.1);
 }
 
 #[test]

@@ -1,13 +1,12 @@
 //! Twiddle initialisers, computed in f64 on the CPU and cast to the backend's float type.
 
-use std::f64::consts::PI;
-
 use num_complex::Complex64;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, StandardNormal};
 use serde::{Deserialize, Serialize};
 
+use crate::reference::factorizations::fft_twiddles;
 use crate::reference::FftNorm;
 
 /// How the twiddles of a [`Butterfly`](super::Butterfly) start.
@@ -55,19 +54,7 @@ impl ButterflyInit {
         let blocks = log_n * n / 2;
         let mut out: Vec<[Complex64; 4]> = Vec::with_capacity(blocks);
         match self {
-            ButterflyInit::Fft { inverse, norm } => {
-                let c = norm.stage_scale(*inverse);
-                let sign = if *inverse { 1.0 } else { -1.0 };
-                for s in 0..log_n {
-                    let st = 1usize << s;
-                    for k in 0..n / 2 {
-                        let j = k % st;
-                        let w = Complex64::from_polar(1.0, sign * 2.0 * PI * j as f64 / (2 * st) as f64);
-                        let one = Complex64::new(c, 0.0);
-                        out.push([one, w * c, one, -w * c]);
-                    }
-                }
-            }
+            ButterflyInit::Fft { inverse, norm } => return fft_twiddles(n, *inverse, *norm),
             ButterflyInit::Identity => {
                 let (one, zero) = (Complex64::new(1.0, 0.0), Complex64::new(0.0, 0.0));
                 out.resize(blocks, [one, zero, zero, one]);

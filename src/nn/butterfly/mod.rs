@@ -13,7 +13,8 @@ use burn::tensor::{backend::Backend, Tensor};
 use crate::error::{check_power_of_two, Error, Result};
 use crate::memory;
 use crate::ops::butterfly::{butterfly_forward_reference, ButterflyOps, Permutation};
-use crate::reference::{self as truth, ComplexMatrix, FftNorm};
+use crate::reference::factorizations::{exact, Factor};
+use crate::reference::{self as truth, ComplexMatrix, FftNorm, Target};
 use crate::tensors::{eye, float_tensor, to_f64_vec};
 
 /// Configuration of a [`Butterfly`].
@@ -191,6 +192,56 @@ impl<B: ButterflyOps> Butterfly<B> {
         // Row j of the output is M e_j, i.e. column j of M.
         let (yr, yi) = (to_f64_vec(yr), to_f64_vec(yi));
         Ok(ComplexMatrix::from_fn(n, |r, c| num_complex::Complex64::new(yr[c * n + r], yi[c * n + r])))
+    }
+}
+
+impl<B: Backend> Butterfly<B> {
+    /// A layer with the twiddles and the permutation of an exact factor
+    /// ([`crate::reference::factorizations`]), cast to `B`'s float type.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] when the twiddles are not `[log2 N, N/2, 2, 2]` for the
+    /// permutation's N, or the permutation is neither the identity nor the bit reversal (the
+    /// fixed permutations a layer has).
+    pub fn from_factor(factor: &Factor, device: &B::Device) -> Result<Self> {
+        let op = "butterfly.from_factor";
+        let n = factor.permutation.len();
+        let log_n = check_power_of_two(op, n)?;
+        let permutation = Permutation::from_indices(&factor.permutation)
+            .ok_or_else(|| Error::invalid(op, "the identity or the bit-reversal permutation", "another permutation"))?;
+        let len = log_n * n * 2;
+        if factor.re.len() != len || factor.im.len() != len {
+            return Err(Error::invalid(
+                op,
+                format!("{len} twiddles for N = {n}"),
+                format!("{} and {}", factor.re.len(), factor.im.len()),
+            ));
+        }
+        let shape = [log_n, n / 2, 2, 2];
+        let param = |v: &[f64]| Param::from_tensor(float_tensor::<B, 4>(v.to_vec(), shape, device));
+        Ok(Butterfly { twiddle_re: param(&factor.re), twiddle_im: param(&factor.im), n, permutation })
+    }
+}
+
+/// The layer of `target`'s exact factorization at size `n` on `B`, when it is a single
+/// butterfly (see [`crate::reference::factorizations`]); `None` otherwise.
+///
+/// # Errors
+/// Those of [`crate::reference::factorizations::exact`].
+pub fn exact_butterfly<B: Backend>(target: &Target, n: usize, device: &B::Device) -> Result<Option<Butterfly<B>>> {
+    match exact(target, n)? {
+        Some(f) if f.factors().len() == 1 => Butterfly::from_factor(&f.factors()[0], device).map(Some),
+        _ => Ok(None),
+    }
+}
+
+/// The fixed permutation of the single butterfly that represents `target` exactly: the identity
+/// for the Hadamard transform, the bit reversal for every other target (the DFT's; the others
+/// are not single butterflies after any fixed permutation here).
+pub fn target_permutation(target: &Target) -> Permutation {
+    match target {
+        Target::Hadamard => Permutation::Identity,
+        _ => Permutation::BitReversal,
     }
 }
 

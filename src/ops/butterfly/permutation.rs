@@ -2,6 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::reference::factorizations::bit_reversal;
+
 /// Permutation applied to the input before the first butterfly factor.
 ///
 /// With increasing strides (decimation in time) the exact FFT needs [`Permutation::BitReversal`].
@@ -19,10 +21,13 @@ impl Permutation {
     pub fn indices(self, n: usize) -> Vec<usize> {
         match self {
             Permutation::Identity => (0..n).collect(),
-            Permutation::BitReversal => {
-                let bits = n.trailing_zeros();
-                (0..n).map(|i| if bits == 0 { i } else { i.reverse_bits() >> (usize::BITS - bits) }).collect()
-            }
+            Permutation::BitReversal => bit_reversal(n),
         }
+    }
+
+    /// The permutation whose gather indices for size `n` are `indices`, when it is one of these.
+    pub fn from_indices(indices: &[usize]) -> Option<Permutation> {
+        let n = indices.len();
+        [Permutation::BitReversal, Permutation::Identity].into_iter().find(|p| p.indices(n) == indices)
     }
 }
