@@ -25,13 +25,16 @@ pub fn median_ms<B: Backend>(
     iters: usize,
     mut f: impl FnMut() -> Result<()>,
 ) -> Result<f64> {
+    if iters == 0 {
+        return Err(Error::invalid("bench", "iters >= 1 (a median needs a timing)", iters));
+    }
     let sync = || B::sync(device).map_err(|e| Error::invalid("bench", "a device that synchronises", format!("{e:?}")));
     for _ in 0..warmup {
         f()?;
     }
     sync()?;
     let mut times = Vec::with_capacity(iters);
-    for _ in 0..iters.max(1) {
+    for _ in 0..iters {
         let start = Instant::now();
         f()?;
         sync()?;

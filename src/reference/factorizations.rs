@@ -4,15 +4,22 @@
 //!
 //! A [`Factor`] is a permutation followed by one butterfly ([`super::butterfly`]: log2 N stages
 //! of N/2 complex 2×2 blocks, increasing stride); a [`Factorization`] applies its factors in
-//! order, the first to the input. Known exactly here:
+//! order, the first to the input. Every target is exact in one of these:
 //!
 //! | target | factors | permutation(s) | why it is exact |
 //! |---|---|---|---|
 //! | DFT, iDFT | 1 | bit reversal | the radix-2 decimation-in-time FFT (Cooley–Tukey): block k of stage s is `[[1, w], [1, −w]]/√2`, `w = e^{∓2πi (k mod 2^s) / 2^{s+1}}` |
 //! | Hadamard | 1 | identity | `H_N = H_2 ⊗ ⋯ ⊗ H_2`: stage s applies `H_2/√2` to the index pairs 2^s apart (the fast Walsh–Hadamard transform) |
 //! | circulant | 2 | bit reversal, bit reversal | `C = F⁻¹ diag(F̂h) F` (the convolution theorem, `F̂h` the unnormalised DFT of the kernel): the DFT, then the inverse DFT with the diagonal folded into its first stage's block columns (`P_br D = D' P_br`) |
+//! | Hartley | 3 | bit reversal, identity, identity | `H = Re F − Im F = M F` with `(Mz)_k = ((1+i) z_k + (1−i) z_{−k})/2` (since `F̄ = J F`, `J` the index negation); `M` is two butterflies ([`negation_pairing`]) |
+//! | DCT-II | 3 | Makhoul's reordering then bit reversal, identity, identity | Makhoul (1980): `X_k = Re(e^{−iπk/2N} V_k)` with `V` the DFT of `v = (x_0, x_2, …, x_3, x_1)`; the real part of a complex-linear map is `(A + Ā)/2`, again an `M F P` |
+//! | DST-II | 3 | as DCT-II | `DST = R · DCT · S` (`S = diag((−1)^n)`, `R` the output reversal): `S` folds into the first stage's columns, `R` into the last factor ([`reverse_output`]) |
 //!
-//! DCT-II, DST-II and Hartley have no factorization here yet: [`exact`] returns `None`.
+//! The pairing `M` of an output k with −k (mod N) is the XOR of k with the bits above its lowest
+//! set bit. Conjugated by the permutation `C` that, when the top bit is set, flips those bits
+//! below the top one, the partners differ only in the top bit: pass A is `C` (uniformly
+//! controlled swaps in stages 0 … L−2) then the 2×2 blocks of `M` at stride N/2 in stage L−1;
+//! pass B is `C` again (`C` is an involution).
 
 use std::f64::consts::{FRAC_1_SQRT_2, PI};
 
@@ -145,6 +152,113 @@ pub fn exact(target: &Target, n: usize) -> Result<Option<Factorization>> {
                 ],
             }
         }
-        Target::Dct2 | Target::Dst2 | Target::Hartley => return Ok(None),
+        Target::Hartley => {
+            let (alpha, beta) = (Complex64::new(0.5, 0.5), Complex64::new(0.5, -0.5));
+            let (a, b) = negation_pairing(n, &vec![alpha; n], &vec![beta; n]);
+            three(n, bit_reversal(n), fft_twiddles(n, false, FftNorm::Ortho), a, b)
+        }
+        Target::Dct2 | Target::Dst2 => {
+            let nf = n as f64;
+            // X_k = s_k √N Re(w_k (F v)_k), w_k = e^{−iπk/2N}: M's α_k = s_k √N w_k / 2, β_k = its
+            // conjugate's (the Re), with s_0 = √(1/N), s_k = √(2/N).
+            let pair: (Vec<Complex64>, Vec<Complex64>) = (0..n)
+                .map(|k| {
+                    let c = if k == 0 { 1.0 } else { 2.0f64.sqrt() } / 2.0;
+                    let w = Complex64::from_polar(1.0, -PI * k as f64 / (2.0 * nf));
+                    (w * c, w.conj() * c)
+                })
+                .unzip();
+            let (a, b) = negation_pairing(n, &pair.0, &pair.1);
+            // Makhoul's v_j = x[m(j)]: even samples forwards, then odd samples backwards; the
+            // butterfly's bit reversal comes after it: x ← x[m(br(i))].
+            let m = |j: usize| if j < n / 2 { 2 * j } else { 2 * (n - j) - 1 };
+            let br = bit_reversal(n);
+            let perm: Vec<usize> = (0..n).map(|i| m(br[i])).collect();
+            let (mut re, mut im) = fft_twiddles(n, false, FftNorm::Ortho);
+            if *target == Target::Dct2 {
+                return Ok(Some(three(n, perm, (re, im), a, b)));
+            }
+            // DST-II = R · DCT-II · diag((−1)^j): the signs scale the first stage's columns (block
+            // k's column c takes input position 2k + c, which holds x[perm[2k + c]]).
+            for k in 0..n / 2 {
+                for (r, c) in [(0, 0), (0, 1), (1, 0), (1, 1)] {
+                    if perm[2 * k + c] % 2 == 1 {
+                        re[(k * 2 + r) * 2 + c] = -re[(k * 2 + r) * 2 + c];
+                        im[(k * 2 + r) * 2 + c] = -im[(k * 2 + r) * 2 + c];
+                    }
+                }
+            }
+            three(n, perm, (re, im), a, reverse_output(n, &b))
+        }
     }))
+}
+
+/// A factorization of three factors: `first` after `perm`, then `a` and `b` with no permutation.
+fn three(n: usize, perm: Vec<usize>, first: (Vec<f64>, Vec<f64>), a: Twiddles, b: Twiddles) -> Factorization {
+    let identity: Vec<usize> = (0..n).collect();
+    Factorization {
+        n,
+        factors: vec![
+            Factor { permutation: perm, re: first.0, im: first.1 },
+            Factor { permutation: identity.clone(), re: a.0, im: a.1 },
+            Factor { permutation: identity, re: b.0, im: b.1 },
+        ],
+    }
+}
+
+/// Twiddles `(re, im)`, `[log2 N, N/2, 2, 2]` row-major.
+type Twiddles = (Vec<f64>, Vec<f64>);
+
+/// Two butterflies (no permutations), `B ∘ A`, equal to `M` with `(Mz)_k = α_k z_k + β_k z_{σ(k)}`,
+/// `σ(k) = −k mod N` (see the module docs).
+pub fn negation_pairing(n: usize, alpha: &[Complex64], beta: &[Complex64]) -> (Twiddles, Twiddles) {
+    let top = n.trailing_zeros() as usize - 1;
+    let (one, zero) = (Complex64::new(1.0, 0.0), Complex64::new(0.0, 0.0));
+    // Stages 0 … L−2 of both passes: C swaps the pair when the top bit is set and a bit below
+    // the stage's is set (the pair's lowest set bit is below s, so s is among the flipped bits).
+    let swap = |s: usize, k: usize| -> [Complex64; 4] {
+        let st = 1usize << s;
+        let i0 = 2 * st * (k / st) + k % st;
+        if i0 & (st - 1) != 0 && (i0 >> top) & 1 == 1 {
+            [zero, one, one, zero]
+        } else {
+            [one, zero, zero, one]
+        }
+    };
+    let a = blocks(n, |s, k| {
+        if s < top {
+            return swap(s, k);
+        }
+        // Stage L−1: position p (top bit clear) holds z_p, position p + N/2 holds z_{σ(p)}.
+        let p = k;
+        if p == 0 {
+            let h = n / 2;
+            [alpha[0] + beta[0], zero, zero, alpha[h] + beta[h]]
+        } else {
+            let q = n - p;
+            [alpha[p], beta[p], beta[q], alpha[q]]
+        }
+    });
+    let b = blocks(n, |s, k| if s < top { swap(s, k) } else { [one, zero, zero, one] });
+    (a, b)
+}
+
+/// The twiddles of `R ∘ B` for a butterfly `B`, where `R` reverses the output (`k → N−1−k`, every
+/// bit flipped): stage s's block for the pair with common bits k is B's block for the pair whose
+/// bits below s are flipped, with its rows swapped.
+pub fn reverse_output(n: usize, b: &Twiddles) -> Twiddles {
+    let half = n / 2;
+    let at = |s: usize, k: usize, e: usize| (s * half + k) * 4 + e;
+    let (mut re, mut im) = (vec![0.0; b.0.len()], vec![0.0; b.1.len()]);
+    for s in 0..n.trailing_zeros() as usize {
+        let low = (1usize << s) - 1;
+        for k in 0..half {
+            let from = k ^ low;
+            for (e, f) in [(0, 2), (1, 3), (2, 0), (3, 1)] {
+                re[at(s, k, e)] = b.0[at(s, from, f)];
+                im[at(s, k, e)] = b.1[at(s, from, f)];
+            }
+        }
+    }
+    (re, im)
 }
