@@ -25,10 +25,10 @@ use std::f64::consts::{FRAC_1_SQRT_2, PI};
 
 use num_complex::Complex64;
 
-use super::dft::{fft_chunks, FftNorm};
+use super::dft::FftNorm;
 use super::matrix::ComplexMatrix;
-use super::targets::Target;
-use crate::error::{check_power_of_two, Error, Result};
+use super::targets::{kernel_spectrum, Target};
+use crate::error::{check_power_of_two, Result};
 
 /// One factor: the gather `x ← x[permutation]`, then a butterfly with these twiddles
 /// (`[log2 N, N/2, 2, 2]` row-major, real and imaginary parts apart).
@@ -91,7 +91,7 @@ pub fn fft_twiddles(n: usize, inverse: bool, norm: FftNorm) -> (Vec<f64>, Vec<f6
 }
 
 /// Twiddles `(re, im)` with block k of stage s given by `block(s, k)` (row-major 2×2).
-fn blocks(n: usize, mut block: impl FnMut(usize, usize) -> [Complex64; 4]) -> (Vec<f64>, Vec<f64>) {
+pub(crate) fn blocks(n: usize, mut block: impl FnMut(usize, usize) -> [Complex64; 4]) -> (Vec<f64>, Vec<f64>) {
     let log_n = n.trailing_zeros() as usize;
     let all: Vec<[Complex64; 4]> =
         (0..log_n).flat_map(|s| (0..n / 2).map(move |k| (s, k))).map(|(s, k)| block(s, k)).collect();
@@ -117,16 +117,8 @@ pub fn exact(target: &Target, n: usize) -> Result<Option<Factorization>> {
             single((0..n).collect(), blocks(n, |_, _| [p, p, p, m]))
         }
         Target::Circulant { kernel } => {
-            if kernel.len() != n {
-                return Err(Error::invalid(
-                    "factorization.circulant",
-                    format!("a kernel of length n = {n}"),
-                    format!("length {}", kernel.len()),
-                ));
-            }
             // λ = the unnormalised DFT of h: C = F⁻¹ diag(λ) F for the unitary F.
-            let mut lambda: Vec<Complex64> = kernel.iter().map(|&h| Complex64::new(h, 0.0)).collect();
-            fft_chunks(&mut lambda, n, false, FftNorm::Backward);
+            let lambda = kernel_spectrum(kernel, n)?;
             let br = bit_reversal(n);
             // F⁻¹ diag(λ) = B⁻¹ P_br diag(λ) = B⁻¹ diag(λ ∘ br) P_br: stage 0's block k acts on
             // positions 2k and 2k + 1, so its column b takes the factor λ[br(2k + b)].

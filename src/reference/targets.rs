@@ -112,7 +112,6 @@ impl Target {
         // The complex f64 matrix, and as much again while it is built and used.
         let needed = crate::memory::product(&[n, n, 32]);
         crate::memory::ensure("target.matrix", || format!("the dense N×N {} target at N = {n}", self.kind()), needed)?;
-        let real = |v: &[f64]| -> Vec<Complex64> { v.iter().map(|&x| Complex64::new(x, 0.0)).collect() };
         Ok(match self {
             Target::Dft => ComplexMatrix::from_linear_map(n, |col| fft_chunks(col, n, false, FftNorm::Ortho)),
             Target::Idft => ComplexMatrix::from_linear_map(n, |col| fft_chunks(col, n, true, FftNorm::Ortho)),
@@ -144,19 +143,8 @@ impl Target {
                 })
             }
             Target::Circulant { kernel } => {
-                if kernel.len() != n {
-                    return Err(Error::invalid(
-                        "target.circulant",
-                        format!("a kernel of length n = {n}"),
-                        format!("length {}", kernel.len()),
-                    ));
-                }
                 // h ⊛ x = F⁻¹ (F h ⊙ F x), with unnormalised forward and 1/N inverse.
-                let h_hat = {
-                    let mut h = real(kernel);
-                    fft_chunks(&mut h, n, false, FftNorm::Backward);
-                    h
-                };
+                let h_hat = kernel_spectrum(kernel, n)?;
                 ComplexMatrix::from_linear_map(n, |col| {
                     fft_chunks(col, n, false, FftNorm::Backward);
                     col.iter_mut().zip(&h_hat).for_each(|(x, h)| *x *= h);
@@ -165,6 +153,20 @@ impl Target {
             }
         })
     }
+}
+
+/// The unnormalised DFT of a circulant's kernel (its eigenvalues), after checking its length.
+pub(crate) fn kernel_spectrum(kernel: &[f64], n: usize) -> Result<Vec<Complex64>> {
+    if kernel.len() != n {
+        return Err(Error::invalid(
+            "target.circulant",
+            format!("a kernel of length n = {n}"),
+            format!("length {}", kernel.len()),
+        ));
+    }
+    let mut h: Vec<Complex64> = kernel.iter().map(|&x| Complex64::new(x, 0.0)).collect();
+    fft_chunks(&mut h, n, false, FftNorm::Backward);
+    Ok(h)
 }
 
 /// Matrix of a real linear map given in place on a real buffer.

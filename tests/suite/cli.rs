@@ -2,19 +2,13 @@
 //! environment, one trainer per checkpoint directory, SIGTERM and SIGINT leave a checkpoint.
 
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 
+use crate::common::scratch;
 use learned_fft::train::{Checkpoint, DirLock};
 
 const EXE: &str = env!("CARGO_BIN_EXE_learned-fft");
-
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("learned-fft-cli-{}", std::process::id())).join(name);
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("scratch dir");
-    dir
-}
 
 fn run(args: &[&str], env: &[(&str, &str)]) -> Output {
     let mut cmd = Command::new(EXE);

@@ -9,6 +9,14 @@ use rand_distr::{Distribution, StandardNormal};
 
 pub use learned_fft::backend::{CandleBackend, NdArrayBackend, WgpuBackend};
 
+/// A fresh, empty scratch directory for one test (names are unique across the suite).
+pub fn scratch(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("learned-fft-tests-{}", std::process::id())).join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    dir
+}
+
 /// Every test's RNG seed (offset per use so that draws are independent).
 pub const SEED: u64 = 0x1ea2_6ed0_0ff7;
 

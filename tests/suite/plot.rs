@@ -2,9 +2,10 @@
 //! and is not blank; bad data is refused with the figure's name.
 
 use std::collections::HashSet;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
+use crate::common::scratch;
 use learned_fft::plot::{self, Spectrogram, CURVE_FILE, ERROR_FILE, TWIDDLES_FILE};
 use learned_fft::Error;
 
@@ -13,13 +14,6 @@ const EXE: &str = env!("CARGO_BIN_EXE_learned-fft");
 /// Fewest distinct colours a drawn figure has (white, black, text antialiasing, a colour map or
 /// series colours); a blank or single-colour picture has fewer.
 const MIN_COLOURS: usize = 16;
-
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("learned-fft-plot-{}", std::process::id())).join(name);
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("scratch dir");
-    dir
-}
 
 /// Decodes a PNG and checks its size and that something was drawn.
 fn check_png(path: &Path, size: (u32, u32)) {
@@ -31,7 +25,7 @@ fn check_png(path: &Path, size: (u32, u32)) {
     assert_eq!(info.color_type, png::ColorType::Rgb, "{}", path.display());
     let colours: HashSet<&[u8]> = pixels[..info.buffer_size()].chunks(3).collect();
     assert!(colours.len() >= MIN_COLOURS, "{}: only {} colours", path.display(), colours.len());
-    assert!(!std::path::PathBuf::from(format!("{}.tmp", path.display())).exists(), "no temporary file left");
+    assert!(!learned_fft::files::temporary(path).exists(), "no temporary file left");
 }
 
 /// Runs the binary on ndarray and returns its last stdout line, as JSON.

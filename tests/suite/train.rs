@@ -7,7 +7,7 @@ use learned_fft::backend::{BackendKind, NdArrayBackend, Precision};
 use learned_fft::train::{Checkpoint, Phase, TrainConfig, TrainReport, Trainer};
 use learned_fft::{Butterfly, Error, Target};
 
-use crate::common::wgpu_device;
+use crate::common::{scratch, wgpu_device};
 
 /// The f64 bar of the trainer issue: rmse at most 1e-14 from random init (N ≤ 1024).
 const F64_TRAIN_BAR: f64 = 1e-14;
@@ -15,14 +15,6 @@ const F64_TRAIN_BAR: f64 = 1e-14;
 const F32_TRAIN_BAR_OVER_FLOOR: f64 = 1.0;
 /// Seeds every bar is checked with.
 const SEEDS: [u64; 3] = [0, 1, 2];
-
-/// A fresh, empty scratch directory for one test.
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("learned-fft-tests-{}", std::process::id())).join(name);
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("scratch dir");
-    dir
-}
 
 fn train(config: TrainConfig, backend: BackendKind, precision: Precision) -> TrainReport {
     Trainer::new(config).expect("valid config").run(backend, precision, &mut ()).expect("training runs")

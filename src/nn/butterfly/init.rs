@@ -6,7 +6,7 @@ use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, StandardNormal};
 use serde::{Deserialize, Serialize};
 
-use crate::reference::factorizations::fft_twiddles;
+use crate::reference::factorizations::{blocks, fft_twiddles};
 use crate::reference::FftNorm;
 
 /// How the twiddles of a [`Butterfly`](super::Butterfly) start.
@@ -50,32 +50,22 @@ impl Default for ButterflyInit {
 impl ButterflyInit {
     /// The twiddles in f64 as `(re, im)`, each `[log_n, n/2, 2, 2]` row-major.
     pub fn twiddles(&self, n: usize) -> (Vec<f64>, Vec<f64>) {
-        let log_n = n.trailing_zeros() as usize;
-        let blocks = log_n * n / 2;
-        let mut out: Vec<[Complex64; 4]> = Vec::with_capacity(blocks);
         match self {
-            ButterflyInit::Fft { inverse, norm } => return fft_twiddles(n, *inverse, *norm),
+            ButterflyInit::Fft { inverse, norm } => fft_twiddles(n, *inverse, *norm),
             ButterflyInit::Identity => {
                 let (one, zero) = (Complex64::new(1.0, 0.0), Complex64::new(0.0, 0.0));
-                out.resize(blocks, [one, zero, zero, one]);
+                blocks(n, |_, _| [one, zero, zero, one])
             }
             ButterflyInit::RandomUnitary { seed } => {
                 let mut rng = ChaCha8Rng::seed_from_u64(*seed);
-                for _ in 0..blocks {
-                    out.push(haar_unitary_2x2(&mut rng));
-                }
+                blocks(n, |_, _| haar_unitary_2x2(&mut rng))
             }
             ButterflyInit::Randn { seed, scale } => {
                 let mut rng = ChaCha8Rng::seed_from_u64(*seed);
                 let sd = scale / std::f64::consts::SQRT_2;
-                for _ in 0..blocks {
-                    out.push(std::array::from_fn(|_| complex_normal(&mut rng) * sd));
-                }
+                blocks(n, |_, _| std::array::from_fn(|_| complex_normal(&mut rng) * sd))
             }
         }
-        let re = out.iter().flat_map(|b| b.map(|z| z.re)).collect();
-        let im = out.iter().flat_map(|b| b.map(|z| z.im)).collect();
-        (re, im)
     }
 }
 
