@@ -11,7 +11,9 @@
 //! - [`metrics`]: the rmse metric of Dao et al. (2019) and its floor.
 //! - [`nn`]: the layers a model holds: the [`Butterfly`] (a Burn `Module`, log2(N) factors of
 //!   N/2 complex 2×2 blocks after a permutation, with exact-FFT, identity and random
-//!   initialisers), the [`SpectralLoss`] (and multi-resolution), [`FftConv1d`], Welch's PSD.
+//!   initialisers) and products of K of them ([`ButterflyProduct`], the model class of the
+//!   convolution and the real transforms), the [`SpectralLoss`] (and multi-resolution),
+//!   [`FftConv1d`], Welch's PSD.
 //! - [`backend`]: backend choice (wgpu, candle, ndarray, cuda) and one generic code path.
 //! - [`ops`]: one slice per op ([`ops::butterfly`], [`ops::spectral`]): the backend-extension
 //!   traits [`ButterflyOps`] and [`SpectralOps`], their tensor-op twins, and the fused CubeCL
@@ -54,8 +56,9 @@ pub mod train;
 pub use backend::{dispatch, BackendKind, BackendTask, FftBackend, Precision, Selected};
 pub use error::{Error, Result};
 pub use nn::{
-    Butterfly, ButterflyConfig, ButterflyInit, ConvOutput, FftConv1d, FftConv1dConfig, FftSource,
-    MultiResolutionSpectralLoss, MultiResolutionSpectralLossConfig, SpectralLoss, SpectralLossConfig,
+    Butterfly, ButterflyConfig, ButterflyInit, ButterflyProduct, ButterflyProductConfig, ConvOutput, FftConv1d,
+    FftConv1dConfig, FftSource, MultiResolutionSpectralLoss, MultiResolutionSpectralLossConfig, SpectralLoss,
+    SpectralLossConfig,
 };
 pub use ops::spectral::{Distance, Magnitude, Window};
 pub use ops::{ButterflyOps, KernelChoice, Permutation, SpectralOps};

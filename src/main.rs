@@ -194,7 +194,7 @@ impl BackendTask for Eval {
     type Output = serde_json::Value;
     fn run<B: FftBackend>(self, device: B::Device, selected: &Selected) -> learned_fft::Result<Self::Output> {
         eprintln!("backend: {selected}");
-        let layer = self.checkpoint.layer::<B::InnerBackend>(&device)?;
+        let layer = self.checkpoint.product::<B::InnerBackend>(&device)?;
         let cfg = &self.checkpoint.config;
         let rmse = metrics::rmse(&layer, &cfg.target.matrix(cfg.n)?)?;
         let floor = metrics::floor::<B::InnerBackend>(cfg.n, &cfg.target, &device)?;

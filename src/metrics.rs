@@ -1,7 +1,7 @@
 //! The error metric and its floor.
 //!
 //! **rmse** = sqrt(mean over the N×N entries of |M − F|²), where M is the matrix the layer
-//! computes on its backend and dtype ([`Butterfly::matrix_on_backend`]) and F the target in its
+//! computes on its backend and dtype ([`crate::nn::Butterfly::matrix_on_backend`]) and F the target in its
 //! unitary scaling in f64 ([`Target::matrix`]). This is the metric of Dao et al. (2019, table 1),
 //! so numbers compare with theirs.
 //!
@@ -11,23 +11,24 @@
 
 use crate::backend::Precision;
 use crate::error::{Error, Result};
-use crate::nn::butterfly::{exact_butterfly, exact_fft, Butterfly};
+use crate::nn::{exact_fft, exact_product, LinearTransform};
 use crate::ops::ButterflyOps;
 use crate::reference::{ComplexMatrix, Target};
 
-/// rmse of a layer against a target matrix (see the module docs).
-pub fn rmse<B: ButterflyOps>(layer: &Butterfly<B>, target: &ComplexMatrix) -> Result<f64> {
-    if target.n() != layer.n() {
-        return Err(Error::invalid("rmse", format!("a target of size {}", layer.n()), target.n()));
+/// rmse of a layer (a [`crate::nn::Butterfly`] or a [`crate::nn::ButterflyProduct`]) against a
+/// target matrix (see the module docs).
+pub fn rmse(layer: &impl LinearTransform, target: &ComplexMatrix) -> Result<f64> {
+    if target.n() != layer.size() {
+        return Err(Error::invalid("rmse", format!("a target of size {}", layer.size()), target.n()));
     }
-    layer.matrix_on_backend()?.rmse(target)
+    layer.dense_on_backend()?.rmse(target)
 }
 
 /// The floor for `target` at size `n` on backend `B`: the rmse of its exact factorization
 /// evaluated in `B`'s float type ([`crate::reference::factorizations`]). `None` for targets with
-/// no exact single butterfly here.
+/// no exact factorization here.
 pub fn floor<B: ButterflyOps>(n: usize, target: &Target, device: &B::Device) -> Result<Option<f64>> {
-    match exact_butterfly::<B>(target, n, device)? {
+    match exact_product::<B>(target, n, device)? {
         Some(exact) => rmse(&exact, &target.matrix(n)?).map(Some),
         None => Ok(None),
     }

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use learned_fft::backend::{BackendKind, Precision};
 use learned_fft::error::{Error, Result};
 use learned_fft::files::write_atomic;
-use learned_fft::nn::target_permutation;
+use learned_fft::nn::model_permutations;
 use learned_fft::train::checkpoint::CHECKPOINT_FILE;
 use learned_fft::train::{TrainConfig, TrainReport, Trainer};
 use learned_fft::{metrics, Permutation, Target, TargetKind};
@@ -82,9 +82,13 @@ pub struct ManifestEntry {
     pub n: usize,
     /// Target name.
     pub target: String,
-    /// The permutation of its model class (one butterfly after it).
+    /// The permutation of its first factor, when it is a named one (the bit reversal or the
+    /// identity).
     #[serde(default)]
     pub permutation: Option<Permutation>,
+    /// The number of (permutation, butterfly) factors of its model class (absent: one).
+    #[serde(default)]
+    pub factors: Option<usize>,
     /// Precision trained in.
     pub precision: Precision,
     /// rmse against the f64 target, on the training backend.
@@ -213,11 +217,13 @@ fn ship_checkpoint(dir: &Path, checkpoint: &Path, r: &TrainReport) -> Result<()>
         Err(_) => Vec::new(),
     };
     entries.retain(|e| e.file != file);
+    let perms = model_permutations(&r.target, r.n)?;
     entries.push(ManifestEntry {
         file,
         n: r.n,
         target: r.target.kind().to_string(),
-        permutation: Some(target_permutation(&r.target)),
+        permutation: perms.first().filter(|p| !matches!(p, Permutation::Gather(_))).cloned(),
+        factors: Some(perms.len()),
         precision: r.backend.precision,
         rmse: r.rmse,
         floor: r.floor,

@@ -1,13 +1,18 @@
-//! The layers a model holds: the [`Butterfly`] (a learnable FFT), the [`SpectralLoss`] and its
+//! The layers a model holds: the [`Butterfly`] (a learnable FFT) and products of them
+//! ([`ButterflyProduct`]), the [`SpectralLoss`] and its
 //! multi-resolution sum, [`FftConv1d`], and Welch's PSD with peak picking. They run on any
 //! backend through the ops of [`crate::ops`].
 
 pub mod butterfly;
 pub mod conv;
+pub mod product;
 pub mod psd;
 pub mod spectral;
 
-pub use butterfly::{exact_butterfly, exact_fft, target_permutation, Butterfly, ButterflyConfig, ButterflyInit};
+pub use butterfly::{exact_butterfly, exact_fft, Butterfly, ButterflyConfig, ButterflyInit};
 pub use conv::{ConvOutput, FftConv1d, FftConv1dConfig, FftSource};
+pub use product::{
+    exact_product, model_permutations, product_forward, ButterflyProduct, ButterflyProductConfig, LinearTransform,
+};
 pub use psd::{top_k_peaks, welch_psd, welch_psd_with};
 pub use spectral::{MultiResolutionSpectralLoss, MultiResolutionSpectralLossConfig, SpectralLoss, SpectralLossConfig};

@@ -9,6 +9,7 @@ use super::heatmap::matrix_error;
 use crate::backend::{dispatch, BackendKind, BackendTask, FftBackend, Precision, Selected};
 use crate::error::Result;
 use crate::ops::ButterflyOps;
+use crate::tensors::to_f64_vec;
 use crate::train::Checkpoint;
 
 /// The training curve's file in the output directory.
@@ -73,13 +74,14 @@ pub fn checkpoint_pictures_on<B: ButterflyOps>(
         training_curve(file(CURVE_FILE), &ckpt.history, &format!("Training: {name}"))?;
         pictures.written.push(file(CURVE_FILE).display().to_string());
     }
-    let layer = ckpt.layer::<B>(device)?;
+    let layer = ckpt.product::<B>(device)?;
     let learned = layer.matrix_on_backend()?;
     let target = cfg.target.matrix(n)?;
     pictures.rmse = learned.rmse(&target)?;
     matrix_error(file(ERROR_FILE), &learned, &target, &format!("Learned matrix M against the target T: {name}"))?;
     pictures.written.push(file(ERROR_FILE).display().to_string());
-    let (re, im) = layer.twiddles_f64();
+    let (re, im) = layer.stacked_twiddles();
+    let (re, im) = (to_f64_vec(re), to_f64_vec(im));
     twiddle_magnitudes(file(TWIDDLES_FILE), n, &re, &im, &format!("Twiddle magnitudes per stage: {name}"))?;
     pictures.written.push(file(TWIDDLES_FILE).display().to_string());
     Ok(pictures)

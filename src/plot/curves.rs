@@ -91,9 +91,21 @@ pub fn training_curve(path: impl AsRef<Path>, history: &[Progress], title: &str)
     })
 }
 
+/// A panel's caption: the stage and its stride, and the factor where there are several.
+fn stage_caption(g: usize, log_n: usize, factors: usize) -> String {
+    let s = g % log_n;
+    let stage = format!("stage {s} (stride {})", 1usize << s);
+    if factors > 1 {
+        format!("factor {}, {stage}", g / log_n)
+    } else {
+        stage
+    }
+}
+
 /// Draws each stage's twiddle magnitudes |t00|, |t01|, |t10|, |t11| against the block index, one
 /// panel per stage (stride 2^s), to `path` ([`TWIDDLES_SIZE`]). `re` and `im` are the twiddles
-/// `[log2 N, N/2, 2, 2]` row-major ([`crate::Butterfly::twiddles_f64`]).
+/// `[log2 N, N/2, 2, 2]` row-major ([`crate::Butterfly::twiddles_f64`]), or K factors' stacked
+/// `[K · log2 N, N/2, 2, 2]` (a [`crate::nn::ButterflyProduct`]'s).
 ///
 /// # Errors
 /// [`Error::InvalidInput`] when `n` is not a power of two ≥ 2 or the twiddles are not of its
@@ -103,15 +115,17 @@ pub fn twiddle_magnitudes(path: impl AsRef<Path>, n: usize, re: &[f64], im: &[f6
     if n < 2 || !n.is_power_of_two() {
         return Err(Error::invalid(op, "n a power of two >= 2", n));
     }
-    let stages = n.trailing_zeros() as usize;
-    let len = stages * n * 2;
-    if re.len() != len || im.len() != len {
+    let log_n = n.trailing_zeros() as usize;
+    let per_factor = log_n * n * 2;
+    let factors = re.len() / per_factor;
+    if factors == 0 || re.len() != factors * per_factor || im.len() != re.len() {
         return Err(Error::invalid(
             op,
-            format!("twiddles of {len} values ([{stages}, {}, 2, 2]) for n = {n}", n / 2),
+            format!("twiddles of K · {per_factor} values ([K · {log_n}, {}, 2, 2]) for n = {n}", n / 2),
             format!("{} and {}", re.len(), im.len()),
         ));
     }
+    let stages = factors * log_n;
     finite(op, "twiddles (real part)", re)?;
     finite(op, "twiddles (imaginary part)", im)?;
     let mag: Vec<f64> = re.iter().zip(im).map(|(a, b)| a.hypot(*b)).collect();
@@ -126,7 +140,7 @@ pub fn twiddle_magnitudes(path: impl AsRef<Path>, n: usize, re: &[f64], im: &[f6
         let radius = if blocks > 64 { 1 } else { 3 };
         for (s, area) in panels.iter().enumerate().take(stages) {
             let mut chart = ChartBuilder::on(area)
-                .caption(format!("stage {s} (stride {})", 1usize << s), text(16))
+                .caption(stage_caption(s, log_n, factors), text(16))
                 .margin(6)
                 .x_label_area_size(28)
                 .y_label_area_size(50)

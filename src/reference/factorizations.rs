@@ -98,6 +98,16 @@ pub(crate) fn blocks(n: usize, mut block: impl FnMut(usize, usize) -> [Complex64
     (all.iter().flat_map(|b| b.map(|z| z.re)).collect(), all.iter().flat_map(|b| b.map(|z| z.im)).collect())
 }
 
+/// The number of factors of `target`'s exact factorization ([`exact`]), known without building
+/// it (for memory estimates before anything is allocated).
+pub fn factor_count(target: &Target) -> usize {
+    match target {
+        Target::Dft | Target::Idft | Target::Hadamard => 1,
+        Target::Circulant { .. } => 2,
+        Target::Hartley | Target::Dct2 | Target::Dst2 => 3,
+    }
+}
+
 /// The exact factorization of `target` at size `n` in the smallest model class this crate knows
 /// for it (see the module docs), or `None` where none is known yet.
 ///

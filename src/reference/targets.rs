@@ -48,19 +48,19 @@ pub enum Target {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum TargetKind {
-    /// [`Target::Dft`].
+    /// The unitary DFT (one butterfly).
     Dft,
-    /// [`Target::Idft`].
+    /// The unitary inverse DFT (one butterfly).
     Idft,
-    /// [`Target::Dct2`].
+    /// The orthonormal DCT-II (three butterflies).
     Dct2,
-    /// [`Target::Dst2`].
+    /// The orthonormal DST-II (three butterflies).
     Dst2,
-    /// [`Target::Hadamard`].
+    /// The orthonormal Walsh–Hadamard transform (one butterfly).
     Hadamard,
-    /// [`Target::Hartley`].
+    /// The orthonormal Hartley transform (three butterflies).
     Hartley,
-    /// [`Target::Circulant`] (its kernel is given separately).
+    /// Circular convolution with `--kernel` (two butterflies).
     Circulant,
 }
 

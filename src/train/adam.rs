@@ -1,6 +1,7 @@
 //! Phase 1: Adam from random weights, with Burn's cosine learning-rate decay, until the rmse
-//! reaches `switch_rmse` (or `stop_rmse`); an attempt that does not get there within
-//! `adam_steps` restarts from new random weights, `restarts` times at most.
+//! reaches `switch_rmse` (or `stop_rmse`) or has taken `adam_steps`; the polish follows, and a
+//! polish that stalls above the bar restarts the run from new random weights, `restarts` times
+//! at most.
 
 use burn::lr_scheduler::LrScheduler;
 use burn::optim::{GradientsParams, Optimizer};
@@ -24,20 +25,18 @@ impl<B: FftBackend> Run<'_, B> {
         Ok(())
     }
 
-    /// The attempt used its steps: restart, or hand the best we have to the polish.
+    /// The attempt used its steps: the polish takes what Adam has (Gauss–Newton converges
+    /// from where Adam crawls); a polish that stalls above the bar restarts the run.
     fn attempt_over(&mut self) -> Result<()> {
-        if self.state.attempt < self.cfg.restarts {
-            self.restart(self.state.attempt + 1)
-        } else {
-            self.state.phase = Phase::Polish;
-            self.state.attempt_step = 0;
-            Ok(())
-        }
+        self.state.phase = Phase::Polish;
+        self.state.attempt_step = 0;
+        Ok(())
     }
 
     /// One step: the loss, the phase switch, the checkpoint, the update.
     fn adam_step(&mut self) -> Result<()> {
-        let loss = self.objective.loss(self.layer.twiddle_re.val(), self.layer.twiddle_im.val(), self.perm);
+        let (tw_re, tw_im) = self.layer.stacked_twiddles();
+        let loss = self.objective.loss(&tw_re, &tw_im, &self.perms);
         let value = scalar(loss.clone());
         if !value.is_finite() {
             return Err(Error::Diverged { what: "loss", value, step: self.state.step });

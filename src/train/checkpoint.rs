@@ -27,7 +27,9 @@ use super::state::TrainState;
 use crate::backend::Precision;
 use crate::error::{Error, Result};
 use crate::files::write_atomic;
-use crate::nn::{target_permutation, Butterfly, ButterflyConfig, ButterflyInit};
+use crate::nn::{Butterfly, ButterflyConfig, ButterflyInit, ButterflyProduct, ButterflyProductConfig};
+use crate::ops::Permutation;
+use crate::reference::Target;
 use crate::tensors::{float_tensor, to_f64_vec};
 
 const MAGIC: &[u8; 8] = b"LFFTCKPT";
@@ -111,6 +113,19 @@ struct Header {
     /// [`legacy_precision`].
     #[serde(default)]
     precision: Option<Precision>,
+    /// The factors' permutations (absent in files written before products: one butterfly after
+    /// [`legacy_permutation`], its record a [`Butterfly`]'s).
+    #[serde(default)]
+    permutations: Option<Vec<Permutation>>,
+}
+
+/// The permutation of the single butterfly that files written before products hold: the
+/// identity for the Hadamard transform, the bit reversal otherwise.
+fn legacy_permutation(target: &Target) -> Permutation {
+    match target {
+        Target::Hadamard => Permutation::Identity,
+        _ => Permutation::BitReversal,
+    }
 }
 
 /// The precision of a file written when the config carried it (`config.precision`).
@@ -132,6 +147,8 @@ pub struct Checkpoint {
     /// The run's progress records up to its step, one per (step, phase, attempt): the training
     /// curve. Empty in files written before records were kept.
     pub history: Vec<Progress>,
+    /// The factors' permutations; `None` for a file written before products (one butterfly).
+    permutations: Option<Vec<Permutation>>,
     model: Vec<u8>,
     optim: Vec<u8>,
 }
@@ -164,7 +181,7 @@ pub fn write<B: Backend>(
     config: &TrainConfig,
     state: &TrainState,
     history: &[Progress],
-    layer: &Butterfly<B>,
+    layer: &ButterflyProduct<B>,
     optim: Option<Vec<u8>>,
 ) -> Result<()> {
     let precision = Some(Precision::of::<B>());
@@ -173,6 +190,7 @@ pub fn write<B: Backend>(
         state: state.clone(),
         history: history.to_vec(),
         precision,
+        permutations: Some(layer.permutations()),
     })
     .map_err(|e| corrupt(path, format!("cannot encode header: {e}")))?;
     let model = record_bytes::<B, _>(layer.clone().into_record())?;
@@ -249,37 +267,91 @@ impl Checkpoint {
             state: header.state,
             precision,
             history: header.history,
+            permutations: header.permutations,
             model,
             optim,
         })
     }
 
-    /// The layer stored in the checkpoint, on backend `B`.
+    /// The number of factors of the stored product.
+    pub fn factors(&self) -> usize {
+        self.permutations.as_ref().map_or(1, Vec::len)
+    }
+
+    /// The stored factors' permutations, the first applied first.
+    pub fn permutations(&self) -> Vec<Permutation> {
+        self.permutations.clone().unwrap_or_else(|| vec![legacy_permutation(&self.config.target)])
+    }
+
+    /// The layer stored in the checkpoint, on backend `B`, when it is a single butterfly.
+    ///
+    /// # Errors
+    /// [`Error::Checkpoint`] when it cannot be decoded; [`Error::InvalidInput`] when it holds a
+    /// product of several factors (read it with [`Checkpoint::product`]).
     pub fn layer<B: Backend>(&self, device: &B::Device) -> Result<Butterfly<B>> {
-        let layer = ButterflyConfig::new(self.config.n)
-            .with_init(ButterflyInit::Identity)
-            .with_permutation(target_permutation(&self.config.target))
-            .init::<B>(device)?;
-        let record = Recorder::<B>::load(&reader(), self.model.clone(), device)
-            .map_err(|e| corrupt(&self.path, format!("cannot decode the layer: {e}")))?;
-        let mut layer = layer.load_record(record);
-        let expected = [self.config.n.trailing_zeros() as usize, self.config.n / 2, 2, 2];
-        if layer.twiddle_re.dims() != expected || layer.twiddle_im.dims() != expected {
-            return Err(corrupt(
-                &self.path,
-                format!("twiddles of shape {:?}, config says {expected:?}", layer.twiddle_re.dims()),
+        let k = self.factors();
+        if k != 1 {
+            return Err(Error::invalid(
+                "checkpoint.layer",
+                "a checkpoint of one butterfly",
+                format!("a product of {k} factors (read it as a ButterflyProduct)"),
             ));
         }
-        // Burn 0.21 creates loaded tensors in the device's default dtype, which another precision
-        // may have set in this process (see `crate::tensors`): rebuild them in B's own dtype.
-        // The parameter ids are kept: the optimiser's saved state is keyed by them. They are
-        // trainable again (a resumed run needs their gradients).
-        let own = |p: &Param<Tensor<B, 4>>| {
-            Param::initialized(p.id, float_tensor::<B, 4>(to_f64_vec(p.val()), expected, device).require_grad())
+        self.product(device)?.into_butterfly()
+    }
+
+    /// The product stored in the checkpoint, on backend `B` (one factor for files written before
+    /// products).
+    ///
+    /// # Errors
+    /// [`Error::Checkpoint`] when the record does not decode or its shapes are not the
+    /// config's.
+    pub fn product<B: Backend>(&self, device: &B::Device) -> Result<ButterflyProduct<B>> {
+        let n = self.config.n;
+        let decode =
+            |what: &str, e: burn::record::RecorderError| corrupt(&self.path, format!("cannot decode {what}: {e}"));
+        let mut product = match &self.permutations {
+            Some(perms) => {
+                let empty = ButterflyProductConfig::new(n, perms.clone())
+                    .with_init(ButterflyInit::Identity)
+                    .init::<B>(device)
+                    .map_err(|e| corrupt(&self.path, format!("its permutations do not fit n = {n}: {e}")))?;
+                let record =
+                    Recorder::<B>::load(&reader(), self.model.clone(), device).map_err(|e| decode("the product", e))?;
+                empty.load_record(record)
+            }
+            None => {
+                let empty = ButterflyConfig::new(n)
+                    .with_init(ButterflyInit::Identity)
+                    .with_permutation(legacy_permutation(&self.config.target))
+                    .init::<B>(device)?;
+                let record =
+                    Recorder::<B>::load(&reader(), self.model.clone(), device).map_err(|e| decode("the layer", e))?;
+                ButterflyProduct::from_butterfly(empty.load_record(record))
+            }
         };
-        layer.twiddle_re = own(&layer.twiddle_re);
-        layer.twiddle_im = own(&layer.twiddle_im);
-        Ok(layer)
+        if product.len() != self.factors() {
+            return Err(corrupt(&self.path, format!("{} factors, the header names {}", product.len(), self.factors())));
+        }
+        let expected = [n.trailing_zeros() as usize, n / 2, 2, 2];
+        for layer in &mut product.factors {
+            if layer.twiddle_re.dims() != expected || layer.twiddle_im.dims() != expected {
+                return Err(corrupt(
+                    &self.path,
+                    format!("twiddles of shape {:?}, config says {expected:?}", layer.twiddle_re.dims()),
+                ));
+            }
+            // Burn 0.21 creates loaded tensors in the device's default dtype, which another
+            // precision may have set in this process (see `crate::tensors`): rebuild them in B's
+            // own dtype. The parameter ids are kept: the optimiser's saved state is keyed by
+            // them. They are trainable again (a resumed run needs their gradients).
+            let own = |p: &Param<Tensor<B, 4>>| {
+                Param::initialized(p.id, float_tensor::<B, 4>(to_f64_vec(p.val()), expected, device).require_grad())
+            };
+            layer.twiddle_re = own(&layer.twiddle_re);
+            layer.twiddle_im = own(&layer.twiddle_im);
+        }
+        Ok(product)
     }
 
     /// The optimiser's record, decoded on `B`; `None` when the checkpoint holds none.
@@ -302,5 +374,17 @@ impl<B: Backend> Butterfly<B> {
     /// corrupt or not a checkpoint.
     pub fn from_checkpoint(path: impl AsRef<Path>, device: &B::Device) -> Result<Self> {
         Checkpoint::read(path)?.layer(device)
+    }
+}
+
+impl<B: Backend> ButterflyProduct<B> {
+    /// Loads the product from a checkpoint written by the trainer, on any backend and float
+    /// type (a checkpoint of one butterfly gives a product of one factor).
+    ///
+    /// # Errors
+    /// [`Error::Io`] when the file cannot be read, [`Error::Checkpoint`] when it is truncated,
+    /// corrupt or not a checkpoint.
+    pub fn from_checkpoint(path: impl AsRef<Path>, device: &B::Device) -> Result<Self> {
+        Checkpoint::read(path)?.product(device)
     }
 }

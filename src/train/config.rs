@@ -34,7 +34,7 @@ pub struct TrainConfig {
     /// Adam hands over to the polish phase once the rmse is at or below this.
     #[config(default = 1e-4)]
     pub switch_rmse: f64,
-    /// Further attempts, from new random weights, when Adam does not reach `switch_rmse`.
+    /// Further attempts, from new random weights, when the polish stalls above the bar.
     #[config(default = 4)]
     pub restarts: usize,
     /// Most Levenberg–Marquardt iterations in the polish phase.

@@ -12,6 +12,12 @@
 //! `[s, k, a, b]` is row a, column b of block k of factor s, which acts on indices
 //! `i0 = 2^{s+1}·⌊k / 2^s⌋ + (k mod 2^s)` and `i1 = i0 + 2^s`; the layer computes
 //! `y = B_{L−1} ⋯ B_0 (x permuted)`. The README shows the numpy code that rebuilds the matrix.
+//!
+//! A product of K > 1 factors ([`crate::nn::ButterflyProduct`]) is written in the format
+//! `learned-fft-butterfly-product-v1`: the same tensors with a leading factor axis,
+//! `twiddle_re` and `twiddle_im` `[K, log2 N, N/2, 2, 2]` and `permutation` `[K, N]`, and the
+//! metadata `factors` = K. Factor 0 applies first: `y = F_{K−1}(⋯ F_0(x))`, each `F_k` a
+//! butterfly as above with its own permutation.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -23,6 +29,7 @@ use super::checkpoint::Checkpoint;
 use crate::backend::{NdArrayBackend, Precision};
 use crate::error::{Error, Result};
 use crate::files::write_atomic;
+use crate::tensors::to_f64_vec;
 
 /// What [`export_safetensors`] wrote.
 #[derive(Clone, Debug, Serialize)]
@@ -42,10 +49,14 @@ pub struct ExportSummary {
 pub fn export_safetensors(checkpoint: impl AsRef<Path>, out: impl AsRef<Path>) -> Result<ExportSummary> {
     let ckpt = Checkpoint::read(checkpoint)?;
     // f64 holds f32 values exactly, so reading through NdArray<f64> loses nothing.
-    let layer = ckpt.layer::<NdArrayBackend<f64>>(&Default::default())?;
-    let (re, im) = layer.twiddles_f64();
+    let layer = ckpt.product::<NdArrayBackend<f64>>(&Default::default())?;
+    let (re, im) = layer.stacked_twiddles();
+    let (re, im) = (to_f64_vec(re), to_f64_vec(im));
     let n = ckpt.config.n;
-    let shape = vec![n.trailing_zeros() as usize, n / 2, 2, 2];
+    let k = layer.len();
+    // One factor keeps the single-butterfly format; a product has a leading factor axis.
+    let lead = |rest: Vec<usize>| if k == 1 { rest } else { [vec![k], rest].concat() };
+    let shape = lead(vec![n.trailing_zeros() as usize, n / 2, 2, 2]);
     let precision = ckpt.precision;
     let encode = |v: &[f64]| -> Vec<u8> {
         match precision {
@@ -58,20 +69,25 @@ pub fn export_safetensors(checkpoint: impl AsRef<Path>, out: impl AsRef<Path>) -
         Precision::F64 => Dtype::F64,
     };
     let (re, im) = (encode(&re), encode(&im));
-    let perm: Vec<u8> = layer.permutation().indices(n).into_iter().flat_map(|i| (i as i64).to_le_bytes()).collect();
+    let perm: Vec<u8> =
+        layer.permutations().iter().flat_map(|p| p.indices(n)).flat_map(|i| (i as i64).to_le_bytes()).collect();
     let bad = |e: safetensors::SafeTensorError| Error::invalid("export", "tensors safetensors can encode", e);
     let tensors = vec![
         ("twiddle_re", TensorView::new(dtype, shape.clone(), &re).map_err(bad)?),
         ("twiddle_im", TensorView::new(dtype, shape, &im).map_err(bad)?),
-        ("permutation", TensorView::new(Dtype::I64, vec![n], &perm).map_err(bad)?),
+        ("permutation", TensorView::new(Dtype::I64, lead(vec![n]), &perm).map_err(bad)?),
     ];
-    let metadata = HashMap::from([
-        ("format".to_string(), "learned-fft-butterfly-v1".to_string()),
+    let format = if k == 1 { "learned-fft-butterfly-v1" } else { "learned-fft-butterfly-product-v1" };
+    let mut metadata = HashMap::from([
+        ("format".to_string(), format.to_string()),
         ("n".to_string(), n.to_string()),
         ("target".to_string(), ckpt.config.target.kind().to_string()),
         ("precision".to_string(), ckpt.precision.to_string()),
         ("step".to_string(), ckpt.state.step.to_string()),
     ]);
+    if k > 1 {
+        metadata.insert("factors".to_string(), k.to_string());
+    }
     let bytes = safetensors::serialize(tensors, Some(metadata)).map_err(bad)?;
     write_atomic("export", out.as_ref(), &bytes)?;
     Ok(ExportSummary {

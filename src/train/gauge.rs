@@ -1,13 +1,17 @@
 //! Gauge fixing: choosing one representative among the twiddles that give the same matrix.
 //!
-//! A butterfly factorisation is not unique: for any invertible diagonal D, replacing factor s by
-//! `D B_s` and factor s+1 by `B_{s+1} D⁻¹` leaves the product unchanged. Training from random
-//! weights lands on an arbitrary member of that family. [`fix_gauge`] picks the member whose
-//! blocks in every factor but the last have first column exactly `(1, 1)`, as in the textbook
-//! radix-2 FFT `[[1, w], [1, −w]]`; the last factor absorbs the scale. In this gauge the f32
-//! rounding of the exact DFT twiddles costs 0.16…0.56 × the floor (the floor is measured with
-//! unitary blocks, whose every entry carries a rounded 1/√2), so an f32 training that polishes
-//! to the gauge's own rounding level ends well below the floor.
+//! A butterfly factorisation is not unique: for any invertible diagonal D, replacing stage g by
+//! `D B_g` and the next stage by `B_{g+1} D⁻¹` leaves the product unchanged (across a factor
+//! boundary the diagonal passes through the next factor's permutation). Training from random
+//! weights lands on an arbitrary member of that family. [`fix_gauge`] picks the member in which
+//! every row of every block of every stage but the very last has its **pivot** exactly 1: the
+//! first entry, unless it is less than half the second in magnitude (then the second: a swap's
+//! row `(0, 1)` keeps its 1 where it is). The last stage of the last factor absorbs the scale.
+//! For the DFT this is the textbook radix-2 gauge `[[1, w], [1, −w]]`: in it the f32 rounding of
+//! the exact twiddles costs 0.16…0.56 × the floor (the floor is measured with unitary blocks,
+//! whose every entry carries a rounded 1/√2), so an f32 training that polishes to the gauge's
+//! own rounding level ends well below the floor. The rescaling is computed once, on the host in
+//! f64, and rounded to the backend's type; the polish that follows runs on the device.
 //!
 //! The trainer fixes the gauge only after a first polish over every twiddle has converged: with
 //! the gauge free, Gauss–Newton's flat directions cost conjugate gradients nothing (the
@@ -15,80 +19,92 @@
 //! constrained problem ([`gauge_mask`]) is worse conditioned; its second, short polish only has
 //! to correct the rounding of the rescaling.
 
-use burn::tensor::{backend::Backend, Tensor};
+use num_complex::Complex64;
 
-use crate::tensors::float_tensor;
+use crate::ops::Permutation;
 
-/// The smallest |first-column entry| (relative to the stage's mean) at which the gauge is
-/// fixed; below it the division would amplify the error, and the twiddles are left as they are.
+/// The smallest |pivot| (relative to the RMS magnitude of its stage's entries) at which the
+/// gauge is fixed; below it the division would amplify the error, and the twiddles are left as
+/// they are.
 pub const MIN_RELATIVE_PIVOT: f64 = 1e-4;
 
-/// Complex product of `(ar, ai)` and `(br, bi)`.
-fn cmul<B: Backend, const D: usize>(
-    ar: Tensor<B, D>,
-    ai: Tensor<B, D>,
-    br: Tensor<B, D>,
-    bi: Tensor<B, D>,
-) -> (Tensor<B, D>, Tensor<B, D>) {
-    (ar.clone() * br.clone() - ai.clone() * bi.clone(), ar * bi + ai * br)
+/// The pivot column of a block row `(t0, t1)`: 0 unless `|t0| < |t1| / 2`.
+fn pivot(t0: Complex64, t1: Complex64) -> usize {
+    usize::from(t0.norm() < 0.5 * t1.norm())
 }
 
-/// Rescales the twiddles (`[log2 n, n/2, 2, 2]`, re and im) so that in every factor but the
-/// last each block's first column is exactly `(1, 1)`, without changing the product (up to
-/// rounding). Returns `None`, changing nothing, when a first-column entry is too small to divide
-/// by (see [`MIN_RELATIVE_PIVOT`]) or not finite.
-pub fn fix_gauge<B: Backend>(tw_re: Tensor<B, 4>, tw_im: Tensor<B, 4>) -> Option<(Tensor<B, 4>, Tensor<B, 4>)> {
-    let [log_n, half, _, _] = tw_re.dims();
-    let n = 2 * half;
-    let stage = |t: &Tensor<B, 4>, s: usize| t.clone().narrow(0, s, 1).reshape([half, 2, 2]);
-    let mut re: Vec<Tensor<B, 3>> = (0..log_n).map(|s| stage(&tw_re, s)).collect();
-    let mut im: Vec<Tensor<B, 3>> = (0..log_n).map(|s| stage(&tw_im, s)).collect();
-    for s in 0..log_n.saturating_sub(1) {
-        // a[k, r] = entry (r, 0) of block k: the row scale that makes the first column 1.
-        let (ar, ai) = (re[s].clone().narrow(2, 0, 1), im[s].clone().narrow(2, 0, 1)); // [half, 2, 1]
-        let mag = ar.clone().powi_scalar(2) + ai.clone().powi_scalar(2);
-        let (min, mean) = (mag.clone().min().into_scalar(), mag.clone().mean().into_scalar());
-        let (min, mean): (f64, f64) =
-            (burn::tensor::ElementConversion::elem(min), burn::tensor::ElementConversion::elem(mean));
-        if !(min.is_finite() && mean.is_finite() && min > MIN_RELATIVE_PIVOT * MIN_RELATIVE_PIVOT * mean) {
-            return None;
-        }
-        // Row r of block k divided by a[k, r]: multiply by conj(a) / |a|².
-        let (dr, di) = (ar.clone() / mag.clone(), ai.clone().neg() / mag);
-        let (nr, ni) = cmul(re[s].clone(), im[s].clone(), dr, di);
-        // The first column becomes exactly 1 (the product's rounding is dropped).
-        // (ones_like keeps the dtype: Burn 0.21's per-device default may be the other precision.)
-        re[s] = nr.slice_assign([0..half, 0..2, 0..1], ar.ones_like());
-        im[s] = ni.slice_assign([0..half, 0..2, 0..1], ar.zeros_like());
-        // Factor s+1 takes the inverse: its column for position p is multiplied by a(p).
-        // Stage s's (k, r) maps to position order [g, r, st]; stage s+1's (k', c) to [g', c, st'].
-        let st = 1usize << s;
-        let to_next = |a: Tensor<B, 3>| -> Tensor<B, 3> {
-            a.reshape([n / (2 * st), st, 2])
-                .permute([0, 2, 1])
-                .reshape([n / (4 * st), 2, 2 * st])
-                .permute([0, 2, 1])
-                .reshape([half, 1, 2])
-        };
-        let (pr, pi) = (to_next(ar), to_next(ai));
-        let (nr, ni) = cmul(re[s + 1].clone(), im[s + 1].clone(), pr, pi);
-        re[s + 1] = nr;
-        im[s + 1] = ni;
+/// Index of entry `[g, b, r, c]` in twiddles `[G, n/2, 2, 2]`.
+fn at(n: usize, g: usize, b: usize, r: usize, c: usize) -> usize {
+    ((g * n / 2 + b) * 2 + r) * 2 + c
+}
+
+/// The (block, row or column) of a stage of stride `2^s` that touches position `p`.
+fn slot(p: usize, s: usize) -> (usize, usize) {
+    let st = 1usize << s;
+    ((p / (2 * st)) * st + p % st, (p / st) % 2)
+}
+
+/// The stacked twiddles (`re`, `im`: `[K · log2 n, n/2, 2, 2]` row-major, K = `perms.len()`)
+/// rescaled so that every block row of every stage but the last has its pivot exactly 1, the
+/// product unchanged (up to rounding). `None` where a pivot is too small to divide by (see
+/// [`MIN_RELATIVE_PIVOT`]) or not finite.
+pub fn fix_gauge(re: &[f64], im: &[f64], n: usize, perms: &[Permutation]) -> Option<(Vec<f64>, Vec<f64>)> {
+    let log_n = n.trailing_zeros() as usize;
+    let stages = perms.len() * log_n;
+    if log_n == 0 || re.len() != stages * n * 2 || im.len() != re.len() {
+        return None;
     }
-    let join = |v: Vec<Tensor<B, 3>>| Tensor::stack::<4>(v, 0);
-    Some((join(re), join(im)))
-}
-
-/// 1 for the twiddle entries the polish phase trains, 0 for those [`fix_gauge`] pins (the first
-/// column of every block in every factor but the last). Shape `[log2 n, n/2, 2, 2]`.
-pub fn gauge_mask<B: Backend>(log_n: usize, half: usize, device: &B::Device) -> Tensor<B, 4> {
-    let mut v = vec![1.0; log_n * half * 4];
-    for s in 0..log_n.saturating_sub(1) {
-        for k in 0..half {
+    let mut t: Vec<Complex64> = re.iter().zip(im).map(|(&a, &b)| Complex64::new(a, b)).collect();
+    let inverses: Vec<Vec<usize>> = perms
+        .iter()
+        .map(|p| {
+            let mut inv = vec![0; n];
+            for (i, j) in p.indices(n).into_iter().enumerate() {
+                inv[j] = i;
+            }
+            inv
+        })
+        .collect();
+    for g in 0..stages.saturating_sub(1) {
+        let s = g % log_n;
+        let stage = &t[at(n, g, 0, 0, 0)..at(n, g + 1, 0, 0, 0)];
+        let rms = (stage.iter().map(|z| z.norm_sqr()).sum::<f64>() / stage.len() as f64).sqrt();
+        for b in 0..n / 2 {
             for r in 0..2 {
-                v[((s * half + k) * 2 + r) * 2] = 0.0;
+                let c = pivot(t[at(n, g, b, r, 0)], t[at(n, g, b, r, 1)]);
+                let d = t[at(n, g, b, r, c)];
+                if !(d.norm().is_finite() && d.norm() > MIN_RELATIVE_PIVOT * rms) {
+                    return None;
+                }
+                t[at(n, g, b, r, 1 - c)] /= d;
+                t[at(n, g, b, r, c)] = Complex64::new(1.0, 0.0);
+                // The output position this row writes, and where the next stage reads it.
+                let st = 1usize << s;
+                let p = 2 * st * (b / st) + b % st + r * st;
+                let (next_s, q) = if s + 1 < log_n { (s + 1, p) } else { (0, inverses[g / log_n + 1][p]) };
+                let (nb, nc) = slot(q, next_s);
+                for nr in 0..2 {
+                    t[at(n, g + 1, nb, nr, nc)] *= d;
+                }
             }
         }
     }
-    float_tensor(v, [log_n, half, 2, 2], device)
+    Some((t.iter().map(|z| z.re).collect(), t.iter().map(|z| z.im).collect()))
+}
+
+/// 1 for the twiddle entries the polish phase trains, 0 for those [`fix_gauge`] pins (the pivot
+/// of every block row in every stage but the last), as the twiddles `re`, `im` (stacked,
+/// `[G, n/2, 2, 2]`) stand.
+pub fn gauge_mask(re: &[f64], im: &[f64], n: usize) -> Vec<f64> {
+    let stages = re.len() / (2 * n);
+    let mut mask = vec![1.0; re.len()];
+    for g in 0..stages.saturating_sub(1) {
+        for b in 0..n / 2 {
+            for r in 0..2 {
+                let z = |c| Complex64::new(re[at(n, g, b, r, c)], im[at(n, g, b, r, c)]);
+                mask[at(n, g, b, r, pivot(z(0), z(1)))] = 0.0;
+            }
+        }
+    }
+    mask
 }

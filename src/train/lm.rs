@@ -2,10 +2,11 @@
 //! identity-basis residual, matrix-free, with conjugate gradients for each step. The phase that
 //! drives it is [`super::polish`].
 //!
-//! The residual r(θ) = M(θ) − T is multilinear in the factors, so its Jacobian-vector product is
-//! one tangent sweep through the stages (`dy_s = B_s dy_{s−1} + V_s y_{s−1}`, [`Polish::jvp`]),
-//! and its transpose is the backward of the butterfly op (the fused kernel where there is one,
-//! [`Polish::vjp`]). Each step solves `(JᵀJ + λI) δ = −Jᵀr` by conjugate gradients over the
+//! The residual r(θ) = M(θ) − T is multilinear in the stages, so its Jacobian-vector product is
+//! one tangent sweep through the stages of every factor (`dy_s = B_s dy_{s−1} + V_s y_{s−1}`,
+//! the tangent permuted with the signal where a factor begins, [`Polish::jvp`]), and its
+//! transpose is the backward of the butterfly op (the fused kernel where there is one,
+//! [`Polish::vjp`]). The twiddles of a product of K factors are stacked, `[K · log2 n, n/2, 2, 2]`. Each step solves `(JᵀJ + λI) δ = −Jᵀr` by conjugate gradients over the
 //! trainable twiddles (all, or those [`gauge_mask`](super::gauge::gauge_mask) leaves free), then keeps
 //! the step only if the loss falls; λ is a power of two that shrinks after a kept step and grows
 //! after a refused one. The problem has zero residual at the solution, where Gauss–Newton
@@ -19,11 +20,12 @@ use burn::tensor::{backend::Backend, Tensor};
 
 use super::objective::{scalar, Complex2, Objective};
 use crate::backend::FftBackend;
+use crate::nn::product_forward;
 use crate::ops::butterfly::reference::{butterfly_stage, permute_input};
-use crate::ops::ButterflyOps;
 use crate::ops::Permutation;
 
-/// Twiddles (or a direction in twiddle space) as `(re, im)`, each `[log2 n, n/2, 2, 2]`.
+/// Twiddles (or a direction in twiddle space) as `(re, im)`, each `[K · log2 n, n/2, 2, 2]`
+/// (K factors stacked).
 #[derive(Clone, Debug)]
 pub struct Twiddles<B: Backend> {
     /// Real parts.
@@ -69,7 +71,7 @@ pub struct PolishSettings {
 /// State of the polish phase on backend `B` (computations run on its inner backend).
 pub struct Polish<'a, B: FftBackend> {
     objective: &'a Objective<B::InnerBackend>,
-    perm: Permutation,
+    perms: &'a [Permutation],
     mask: Tensor<B::InnerBackend, 4>,
     /// Current twiddles.
     pub theta: Twiddles<B::InnerBackend>,
@@ -96,33 +98,39 @@ impl<'a, B: FftBackend> Polish<'a, B> {
     /// Starts from `theta`, training only where `mask` is 1.
     pub fn new(
         objective: &'a Objective<Inner<B>>,
-        perm: Permutation,
+        perms: &'a [Permutation],
         theta: Twiddles<Inner<B>>,
         mask: Tensor<Inner<B>, 4>,
         log2_lambda: i32,
         stalled: usize,
     ) -> Self {
-        let loss = scalar(objective.loss(theta.re.clone(), theta.im.clone(), perm));
-        Polish { objective, perm, mask, theta, loss, log2_lambda, stalled }
+        let loss = scalar(objective.loss(&theta.re, &theta.im, perms));
+        Polish { objective, perms, mask, theta, loss, log2_lambda, stalled }
     }
 
     fn residual(&self, theta: &Twiddles<Inner<B>>) -> Complex2<Inner<B>> {
-        let (xr, xi) = self.objective.input();
-        let y = <Inner<B> as ButterflyOps>::butterfly(xr, xi, theta.re.clone(), theta.im.clone(), self.perm);
+        let y = product_forward(self.objective.input(), &theta.re, &theta.im, self.perms);
         self.objective.residual(y)
     }
 
-    /// The input of every stage (the permuted identity, then each stage's output but the last),
-    /// which J v needs and which do not depend on v.
+    fn log_n(&self) -> usize {
+        self.objective.n().trailing_zeros() as usize
+    }
+
+    /// The input of every stage of every factor, factor-major (the permuted identity, then
+    /// each stage's output, permuted where a factor begins), which J v needs and which do not
+    /// depend on v.
     fn stage_inputs(&self) -> Vec<Complex2<Inner<B>>> {
-        let (xr, xi) = self.objective.input();
-        let mut y = permute_input(xr, xi, self.perm);
-        let log_n = self.objective.n().trailing_zeros() as usize;
-        let mut inputs = Vec::with_capacity(log_n);
-        for s in 0..log_n {
-            inputs.push(y.clone());
-            if s + 1 < log_n {
-                y = butterfly_stage(y.0, y.1, &self.theta.re, &self.theta.im, s);
+        let log_n = self.log_n();
+        let mut y = self.objective.input();
+        let mut inputs = Vec::with_capacity(self.perms.len() * log_n);
+        for (k, perm) in self.perms.iter().enumerate() {
+            y = permute_input(y.0, y.1, perm);
+            for s in 0..log_n {
+                inputs.push(y.clone());
+                if k + 1 < self.perms.len() || s + 1 < log_n {
+                    y = butterfly_stage(y.0, y.1, &self.theta.re, &self.theta.im, k * log_n + s);
+                }
             }
         }
         inputs
@@ -133,15 +141,20 @@ impl<'a, B: FftBackend> Polish<'a, B> {
         self.jvp_with(&self.stage_inputs(), v)
     }
 
-    /// J v given the stage inputs: `dy_s = B_s dy_{s−1} + V_s y_{s−1}`.
+    /// J v given the stage inputs: `dy_g = B_g dy_{g−1} + V_g y_{g−1}` over the stages g of
+    /// every factor, the tangent permuted with the signal where a factor begins.
     fn jvp_with(&self, inputs: &[Complex2<Inner<B>>], v: &Twiddles<Inner<B>>) -> Complex2<Inner<B>> {
+        let log_n = self.log_n();
         let mut d: Option<Complex2<Inner<B>>> = None;
-        for (s, y) in inputs.iter().enumerate() {
-            let (br, bi) = butterfly_stage(y.0.clone(), y.1.clone(), &v.re, &v.im, s);
+        for (g, y) in inputs.iter().enumerate() {
+            if g % log_n == 0 {
+                d = d.map(|(dr, di)| permute_input(dr, di, &self.perms[g / log_n]));
+            }
+            let (br, bi) = butterfly_stage(y.0.clone(), y.1.clone(), &v.re, &v.im, g);
             d = Some(match d {
                 None => (br, bi),
                 Some((dr, di)) => {
-                    let (ar, ai) = butterfly_stage(dr, di, &self.theta.re, &self.theta.im, s);
+                    let (ar, ai) = butterfly_stage(dr, di, &self.theta.re, &self.theta.im, g);
                     (ar + br, ai + bi)
                 }
             });
@@ -154,7 +167,7 @@ impl<'a, B: FftBackend> Polish<'a, B> {
         let tr = Tensor::<B, 4>::from_inner(self.theta.re.clone()).require_grad();
         let ti = Tensor::<B, 4>::from_inner(self.theta.im.clone()).require_grad();
         let (xr, xi) = self.objective.input();
-        let (yr, yi) = B::butterfly(Tensor::from_inner(xr), Tensor::from_inner(xi), tr.clone(), ti.clone(), self.perm);
+        let (yr, yi) = product_forward((Tensor::from_inner(xr), Tensor::from_inner(xi)), &tr, &ti, self.perms);
         let inner = (yr * Tensor::from_inner(u.0)).sum_dim(1).sum() + (yi * Tensor::from_inner(u.1)).sum_dim(1).sum();
         let grads = inner.backward();
         let g =
@@ -191,7 +204,7 @@ impl<'a, B: FftBackend> Polish<'a, B> {
             }
         }
         let trial = self.theta.zip(&delta, |t, d| t + d);
-        let trial_loss = scalar(self.objective.loss(trial.re.clone(), trial.im.clone(), self.perm));
+        let trial_loss = scalar(self.objective.loss(&trial.re, &trial.im, self.perms));
         if trial_loss.is_finite() && trial_loss < self.loss {
             let progress = trial_loss < self.loss * (1.0 - STALL_FRACTION);
             self.stalled = if progress { 0 } else { self.stalled + 1 };

@@ -1,16 +1,26 @@
-//! Training a butterfly to reproduce a target transform from random weights.
+//! Training a butterfly, or a product of butterflies, to reproduce a target transform from
+//! random weights.
+//!
+//! The model is the target's class ([`crate::nn::model_permutations`]): a
+//! [`crate::nn::ButterflyProduct`] of K (permutation, butterfly) factors with the permutations of
+//! the target's exact factorization (K = 1 for the DFT, the iDFT and the Hadamard transform, 2
+//! for the circulant, 3 for the Hartley transform, the DCT-II and the DST-II). The first factor
+//! starts from Haar-random unitary blocks, the others near the identity.
 //!
 //! # Method
 //! 1. **Adam** (cosine learning-rate decay) on the identity-basis loss
 //!    ([`objective`]: mean |M(θ) − T|² over the N×N entries, the square of the rmse metric)
-//!    from Haar-random unitary blocks, until the rmse reaches `switch_rmse`; an attempt that
-//!    does not get there within `adam_steps` is restarted from new random weights.
+//!    until the rmse reaches `switch_rmse` or the attempt has taken `adam_steps`.
 //! 2. **Levenberg–Marquardt** ([`lm`]), matrix-free with conjugate gradients, on every
 //!    twiddle until the loss stops falling (the float type's precision) or `stop_rmse`.
 //! 3. **Gauge fixing** ([`gauge`]): the twiddles are rescaled, without changing the product, so
-//!    that every block of every factor but the last has first column (1, 1), where f32 rounding
-//!    costs least; a second Levenberg–Marquardt polish trains the other entries until the loss
-//!    stops falling again (`fix_gauge = false` skips this stage).
+//!    that every block row of every stage but the last has its pivot exactly 1 (for the DFT the
+//!    textbook `[[1, w], [1, −w]]`), where f32 rounding costs least; a second
+//!    Levenberg–Marquardt polish trains the other entries until the loss stops falling again
+//!    (`fix_gauge = false` skips this stage).
+//!
+//! A polish that stalls above the bar (a local minimum) starts the run again from new random
+//! weights, `restarts` times at most; a run that ends above its bar says so in its report.
 //!
 //! In f32 the loss is formed against the target split into an f32 value and its f32 rounding
 //! remainder, so the optimiser sees the true error of its own f32 arithmetic down to and below

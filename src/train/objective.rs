@@ -13,6 +13,7 @@ use burn::tensor::{backend::Backend, ElementConversion, Tensor};
 
 use crate::error::Result;
 use crate::memory;
+use crate::nn::product_forward;
 use crate::ops::ButterflyOps;
 use crate::ops::Permutation;
 use crate::reference::{ComplexMatrix, Target};
@@ -36,10 +37,10 @@ pub struct Objective<B: Backend> {
 /// counted as one memory (on a GPU part of it is the device's): the f64 target and its parts on
 /// the host (80·N²); on the device the identity and the target's rounded parts for both
 /// objectives (10·N² floats) and the forward's activations and their gradients
-/// (4·(log2 N + 1)·N² floats). `None` when the figure overflows.
-pub fn bytes_needed(n: usize, float: usize) -> Option<u64> {
+/// (4·(K·log2 N + 1)·N² floats for K factors). `None` when the figure overflows.
+pub fn bytes_needed(n: usize, factors: usize, float: usize) -> Option<u64> {
     let log_n = n.checked_ilog2().unwrap_or(0) as usize;
-    let device = 10 + 4 * (log_n + 1);
+    let device = 10 + 4 * (factors * log_n + 1);
     memory::sum(&[memory::product(&[n, n, 80]), memory::product(&[n, n, device, float])])
 }
 
@@ -85,13 +86,13 @@ impl<B: Backend> Objective<B> {
         sq.sum_dim(1).sum().div_scalar((self.n * self.n) as f64)
     }
 
-    /// The loss of twiddles `(tw_re, tw_im)` through `B`'s butterfly op (a `[1]` tensor).
-    pub fn loss(&self, tw_re: Tensor<B, 4>, tw_im: Tensor<B, 4>, perm: Permutation) -> Tensor<B, 1>
+    /// The loss of a product with stacked twiddles `(tw_re, tw_im)` (`[K · log2 n, n/2, 2, 2]`)
+    /// and permutations `perms` (K of them), through `B`'s butterfly op (a `[1]` tensor).
+    pub fn loss(&self, tw_re: &Tensor<B, 4>, tw_im: &Tensor<B, 4>, perms: &[Permutation]) -> Tensor<B, 1>
     where
         B: ButterflyOps,
     {
-        let (xr, xi) = self.input();
-        let y = B::butterfly(xr, xi, tw_re, tw_im, perm);
+        let y = product_forward(self.input(), tw_re, tw_im, perms);
         self.mean_square(&self.residual(y))
     }
 }

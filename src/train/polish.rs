@@ -4,13 +4,17 @@
 
 use super::gauge::{fix_gauge, gauge_mask};
 use super::lm::{Polish, PolishSettings, Twiddles};
+use super::objective::scalar;
 use super::run::{Run, INITIAL_LOG2_LAMBDA};
 use super::state::Phase;
 use crate::backend::FftBackend;
 use crate::error::{Error, Result};
+use crate::tensors::{float_tensor, to_f64_vec};
 
 /// Phase 2 of the trainer: Levenberg–Marquardt on every twiddle until the loss stops falling;
-/// then (`fix_gauge`) the gauge is fixed and a second stage polishes the free twiddles.
+/// then (`fix_gauge`) the gauge is fixed and a second stage polishes the free twiddles. A
+/// polish that stalls above the bar restarts the run from new random weights (Adam again)
+/// while restarts remain.
 impl<B: FftBackend> Run<'_, B> {
     /// Runs the polish phase to its end (nothing happens if the run is not in it).
     pub(super) fn polish(&mut self) -> Result<()> {
@@ -23,15 +27,29 @@ impl<B: FftBackend> Run<'_, B> {
             stop_loss: self.cfg.stop_rmse.map_or(0.0, |s| s * s),
             max_stalled: self.cfg.max_stalled,
         };
-        loop {
-            let reached = self.polish_stage(&settings)?;
-            let more = self.cfg.fix_gauge && !self.state.gauge_fixed && !reached;
+        let stopped = loop {
+            let stopped = self.polish_stage(&settings)?;
+            let more = self.cfg.fix_gauge && !self.state.gauge_fixed && !stopped;
             if !more || self.state.attempt_step >= self.cfg.polish_iters || !self.enter_fixed_gauge() {
-                break;
+                break stopped;
             }
+        };
+        // A polish that stalled above the bar ended in a local minimum: start again from new
+        // random weights while restarts remain.
+        let rmse = self.polished_loss().sqrt();
+        let missed = self.device_bar().is_some_and(|bar| rmse.is_nan() || rmse > bar);
+        if !stopped && missed && self.state.attempt < self.cfg.restarts {
+            self.restart(self.state.attempt + 1)
+        } else {
+            self.state.phase = Phase::Done;
+            Ok(())
         }
-        self.state.phase = Phase::Done;
-        Ok(())
+    }
+
+    /// The loss of the layer's twiddles on the inner backend.
+    fn polished_loss(&self) -> f64 {
+        let theta = self.twiddles();
+        scalar(self.inner_objective.loss(&theta.re, &theta.im, &self.perms))
     }
 
     /// One stage from the layer's twiddles (only the free ones once the gauge is fixed) until
@@ -41,13 +59,14 @@ impl<B: FftBackend> Run<'_, B> {
         let theta = self.twiddles();
         let n = self.cfg.n;
         let mask = if self.state.gauge_fixed {
-            gauge_mask::<B::InnerBackend>(n.trailing_zeros() as usize, n / 2, self.device)
+            let (re, im) = (to_f64_vec(theta.re.clone()), to_f64_vec(theta.im.clone()));
+            float_tensor::<B::InnerBackend, 4>(gauge_mask(&re, &im, n), theta.re.dims(), self.device)
         } else {
             theta.re.ones_like()
         };
         let objective = self.inner_objective.clone();
-        let mut polish =
-            Polish::<B>::new(&objective, self.perm, theta, mask, self.state.log2_lambda, self.state.stalled);
+        let perms = self.perms.clone();
+        let mut polish = Polish::<B>::new(&objective, &perms, theta, mask, self.state.log2_lambda, self.state.stalled);
         if !polish.loss.is_finite() {
             return Err(Error::Diverged { what: "loss", value: polish.loss, step: self.state.step });
         }
@@ -83,8 +102,11 @@ impl<B: FftBackend> Run<'_, B> {
     /// `false` where the twiddles cannot be gauge-fixed (a first column near zero).
     fn enter_fixed_gauge(&mut self) -> bool {
         let theta = self.twiddles();
-        let Some((re, im)) = fix_gauge(theta.re, theta.im) else { return false };
-        self.set_twiddles(Twiddles { re, im });
+        let dims = theta.re.dims();
+        let (re, im) = (to_f64_vec(theta.re), to_f64_vec(theta.im));
+        let Some((re, im)) = fix_gauge(&re, &im, self.cfg.n, &self.perms) else { return false };
+        let on_device = |v: Vec<f64>| float_tensor::<B::InnerBackend, 4>(v, dims, self.device);
+        self.set_twiddles(Twiddles { re: on_device(re), im: on_device(im) });
         self.state.gauge_fixed = true;
         self.state.stalled = 0;
         self.state.log2_lambda = INITIAL_LOG2_LAMBDA;

@@ -24,14 +24,15 @@ use crate::backend::{FftBackend, Precision};
 use crate::error::{Error, Result};
 use crate::files;
 use crate::memory;
-use crate::nn::{exact_butterfly, target_permutation, Butterfly, ButterflyConfig, ButterflyInit};
+use crate::nn::{exact_product, model_permutations, ButterflyInit, ButterflyProduct, ButterflyProductConfig};
 use crate::ops::Permutation;
+use crate::reference::factorizations::factor_count;
 
 /// The initial log2 of the Levenberg–Marquardt damping.
 pub(super) const INITIAL_LOG2_LAMBDA: i32 = -10;
 
 /// Adam on the layer, as the trainer configures it.
-pub(super) type AdamOptimizer<B> = OptimizerAdaptor<Adam, Butterfly<B>, B>;
+pub(super) type AdamOptimizer<B> = OptimizerAdaptor<Adam, ButterflyProduct<B>, B>;
 
 /// What a run is asked for besides its config.
 pub(super) struct RunOptions<'a> {
@@ -55,12 +56,13 @@ pub(super) struct Run<'a, B: FftBackend> {
     pub inner_objective: Objective<B::InnerBackend>,
     /// The floor as the device measures it (progress only; the report uses the f64 metric).
     floor_device: Option<f64>,
-    pub layer: Butterfly<B>,
+    pub layer: ButterflyProduct<B>,
     pub optim: AdamOptimizer<B>,
     /// The learning rate's factor on `lr`.
     pub schedule: CosineAnnealingLrScheduler,
     pub state: TrainState,
-    pub perm: Permutation,
+    /// The factors' permutations (fixed during the run).
+    pub perms: Vec<Permutation>,
     pub resumed_from: Option<usize>,
     /// Progress records so far, one per (step, phase, attempt): saved in every checkpoint.
     history: Vec<Progress>,
@@ -82,14 +84,15 @@ impl<'a, B: FftBackend> Run<'a, B> {
         cfg.validate()?;
         let n = cfg.n;
         let float = std::mem::size_of::<B::FloatElem>();
+        let factors = factor_count(&cfg.target);
         let what = || format!("training at N = {n} ({}, dense N×N objective)", Precision::of::<B>());
-        memory::ensure("train", what, objective::bytes_needed(n, float))?;
+        memory::ensure("train", what, objective::bytes_needed(n, factors, float))?;
         let objective = Objective::<B>::new(&cfg.target, n, device)?;
         let inner_objective = Objective::<B::InnerBackend>::new(&cfg.target, n, device)?;
-        let floor_device = match exact_butterfly::<B::InnerBackend>(&cfg.target, n, device)? {
+        let floor_device = match exact_product::<B::InnerBackend>(&cfg.target, n, device)? {
             Some(exact) => {
-                let loss = inner_objective.loss(exact.twiddle_re.val(), exact.twiddle_im.val(), exact.permutation());
-                Some(scalar(loss).sqrt())
+                let (re, im) = exact.stacked_twiddles();
+                Some(scalar(inner_objective.loss(&re, &im, &exact.permutations())).sqrt())
             }
             None => None,
         };
@@ -109,7 +112,7 @@ impl<'a, B: FftBackend> Run<'a, B> {
             files::write_atomic("train.config", &Path::new(dir).join(CONFIG_FILE), &json)?;
         }
         let tb = cfg.log_dir.as_ref().map(TensorBoard::open).transpose()?;
-        let perm = layer.permutation();
+        let perms = layer.permutations();
         let base_seconds = state.seconds;
         Ok(Run {
             cfg,
@@ -124,7 +127,7 @@ impl<'a, B: FftBackend> Run<'a, B> {
             optim,
             schedule,
             state,
-            perm,
+            perms,
             resumed_from,
             history,
             ckpt_path,
@@ -144,10 +147,20 @@ impl<'a, B: FftBackend> Run<'a, B> {
     pub fn restart(&mut self, attempt: usize) -> Result<()> {
         self.state.attempt = attempt;
         self.state.attempt_step = 0;
+        self.state.phase = Phase::Adam;
+        self.state.gauge_fixed = false;
+        self.state.stalled = 0;
+        self.state.log2_lambda = INITIAL_LOG2_LAMBDA;
         self.layer = fresh_layer(self.cfg, attempt, self.device)?;
         self.optim = new_optim::<B>();
         self.schedule = schedule::<B>(self.cfg, 0)?;
         Ok(())
+    }
+
+    /// The bar as the device measures it ([`crate::metrics::bar`] of the device's floor): a
+    /// polish that ends above it restarts the run while restarts remain.
+    pub fn device_bar(&self) -> Option<f64> {
+        crate::metrics::bar(Precision::of::<B>(), self.floor_device)
     }
 
     /// Whether this step gets a progress record (every `log_every` steps, and at `ends`).
@@ -230,15 +243,22 @@ impl<'a, B: FftBackend> Run<'a, B> {
         self.base_seconds + self.clock.elapsed().as_secs_f64()
     }
 
-    /// The layer's twiddles on the inner backend.
+    /// The layer's twiddles on the inner backend, stacked factor-major.
     pub fn twiddles(&self) -> Twiddles<B::InnerBackend> {
-        Twiddles { re: self.layer.twiddle_re.val().inner(), im: self.layer.twiddle_im.val().inner() }
+        let (re, im) = self.layer.stacked_twiddles();
+        Twiddles { re: re.inner(), im: im.inner() }
     }
 
-    /// Replaces the layer's twiddles (trainable, no gradient history).
+    /// Replaces the layer's twiddles (stacked factor-major; trainable, no gradient history).
     pub fn set_twiddles(&mut self, theta: Twiddles<B::InnerBackend>) {
-        self.layer.twiddle_re = Param::from_tensor(Tensor::from_inner(theta.re).require_grad());
-        self.layer.twiddle_im = Param::from_tensor(Tensor::from_inner(theta.im).require_grad());
+        let log_n = self.cfg.n.trailing_zeros() as usize;
+        for (k, f) in self.layer.factors.iter_mut().enumerate() {
+            let part = |t: &Tensor<B::InnerBackend, 4>| {
+                Param::from_tensor(Tensor::from_inner(t.clone().narrow(0, k * log_n, log_n)).require_grad())
+            };
+            f.twiddle_re = part(&theta.re);
+            f.twiddle_im = part(&theta.im);
+        }
     }
 
     /// Ends the run: closes TensorBoard.
@@ -258,7 +278,7 @@ impl<'a, B: FftBackend> Run<'a, B> {
 
 /// What a run leaves.
 pub(super) struct Ended<B: FftBackend> {
-    pub layer: Butterfly<B>,
+    pub layer: ButterflyProduct<B>,
     pub state: TrainState,
     /// The step it resumed from, if it did.
     pub resumed_from: Option<usize>,
@@ -284,16 +304,25 @@ impl TrainState {
     }
 }
 
-/// Attempt `attempt`'s random initial layer (seed `cfg.seed + attempt`).
-fn fresh_layer<B: FftBackend>(cfg: &TrainConfig, attempt: usize, device: &B::Device) -> Result<Butterfly<B>> {
-    ButterflyConfig::new(cfg.n)
-        .with_init(ButterflyInit::RandomUnitary { seed: cfg.seed + attempt as u64 })
-        .with_permutation(target_permutation(&cfg.target))
+/// Weight of the random unitary part in the blocks of a product's factors after the first
+/// ([`ButterflyInit::NearIdentity`]): measured at N = 16 (f64, seeds 0–2), DCT-II needs 1–2
+/// attempts from these and 5 (or fails) from Haar-random blocks in every factor; 0.3 is no
+/// better than 1.
+pub const REST_INIT_WEIGHT: f64 = 0.1;
+
+/// Attempt `attempt`'s random initial layer, in the target's model class: Haar-random unitary
+/// blocks in the first factor, near-identity random blocks ([`REST_INIT_WEIGHT`]) in the others
+/// (seed `cfg.seed + attempt`, see [`ButterflyProductConfig::init`] for each factor's).
+fn fresh_layer<B: FftBackend>(cfg: &TrainConfig, attempt: usize, device: &B::Device) -> Result<ButterflyProduct<B>> {
+    let seed = cfg.seed + attempt as u64;
+    ButterflyProductConfig::new(cfg.n, model_permutations(&cfg.target, cfg.n)?)
+        .with_init(ButterflyInit::RandomUnitary { seed })
+        .with_rest(Some(ButterflyInit::NearIdentity { seed, weight: REST_INIT_WEIGHT }))
         .init(device)
 }
 
 fn new_optim<B: FftBackend>() -> AdamOptimizer<B> {
-    AdamConfig::new().with_epsilon(1e-8).init::<B, Butterfly<B>>()
+    AdamConfig::new().with_epsilon(1e-8).init::<B, ButterflyProduct<B>>()
 }
 
 /// Burn's cosine decay, on the scale of `lr` (1 → `lr_final / lr` over `adam_steps`; the rate is
@@ -309,13 +338,13 @@ fn schedule<B: FftBackend>(cfg: &TrainConfig, attempt_step: usize) -> Result<Cos
 }
 
 /// What a run resumes from: the layer, optimiser, state and progress records.
-type Resumed<B> = (Butterfly<B>, AdamOptimizer<B>, TrainState, Vec<Progress>);
+type Resumed<B> = (ButterflyProduct<B>, AdamOptimizer<B>, TrainState, Vec<Progress>);
 
 /// The layer, optimiser, state and progress records saved in the checkpoint at `path`.
 fn resume<B: FftBackend>(path: &Path, cfg: &TrainConfig, device: &B::Device) -> Result<Resumed<B>> {
     let ckpt = Checkpoint::read(path)?;
     check_compatible(&ckpt, cfg, Precision::of::<B>())?;
-    let layer = ckpt.layer::<B>(device)?;
+    let layer = ckpt.product::<B>(device)?;
     let mut optim = new_optim::<B>();
     // Burn 0.21 decodes records in the device's default float dtype, which is fixed per device
     // for the whole process: if this process already used the device at the other precision,

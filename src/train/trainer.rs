@@ -12,10 +12,11 @@ use super::config::TrainConfig;
 use super::objective::scalar;
 use super::observer::{Observer, Progress};
 use super::run::{Run, RunOptions};
+use super::state::Phase;
 use crate::backend::{dispatch, BackendKind, BackendTask, FftBackend, Precision, Selected};
 use crate::error::Result;
 use crate::metrics;
-use crate::nn::Butterfly;
+use crate::nn::ButterflyProduct;
 use crate::reference::Target;
 
 /// The outcome of a run. The rmse and floor here are the f64 metric of [`crate::metrics`],
@@ -42,7 +43,7 @@ pub struct TrainReport {
     pub loss: f64,
     /// rmse against the f64 target.
     pub rmse: f64,
-    /// The floor (DFT and iDFT only).
+    /// The floor: the rmse of the target's exact factorization in this precision and backend.
     pub floor: Option<f64>,
     /// rmse / floor.
     pub rmse_over_floor: Option<f64>,
@@ -61,7 +62,8 @@ pub struct TrainReport {
     pub history: Vec<Progress>,
 }
 
-/// Trains a [`Butterfly`] to reproduce a target transform (see [`crate::train`]).
+/// Trains a [`ButterflyProduct`] in the target's model class (one butterfly for the DFT) to
+/// reproduce a target transform (see [`crate::train`]).
 #[derive(Clone, Debug)]
 pub struct Trainer {
     config: TrainConfig,
@@ -114,26 +116,32 @@ impl Trainer {
         dispatch(backend, precision, Task(self, observer))
     }
 
-    /// Trains on backend `B` and returns the trained layer with the report.
+    /// Trains on backend `B` and returns the trained layer with the report (a product of one
+    /// factor for the DFT, the iDFT and the Hadamard transform:
+    /// [`ButterflyProduct::into_butterfly`] gives the [`crate::nn::Butterfly`]).
     pub fn run_on<B: FftBackend>(
         &self,
         device: &B::Device,
         selected: &Selected,
         observer: &mut dyn Observer,
-    ) -> Result<(Butterfly<B>, TrainReport)> {
+    ) -> Result<(ButterflyProduct<B>, TrainReport)> {
         let options = RunOptions { resume: self.resume, stop: self.stop.as_deref() };
         let mut run = Run::<B>::start(&self.config, options, device, observer)?;
         run.announce(selected);
-        run.adam()?;
-        run.polish()?;
+        // Adam then the polish, again from new random weights after a polish that stalled
+        // above the bar (while restarts remain).
+        while run.state.phase != Phase::Done {
+            run.adam()?;
+            run.polish()?;
+        }
         finish(run, selected)
     }
 }
 
 /// The last checkpoint, and the report: the final loss on the device, and the f64 metric.
-fn finish<B: FftBackend>(mut run: Run<'_, B>, selected: &Selected) -> Result<(Butterfly<B>, TrainReport)> {
+fn finish<B: FftBackend>(mut run: Run<'_, B>, selected: &Selected) -> Result<(ButterflyProduct<B>, TrainReport)> {
     let theta = run.twiddles();
-    let loss = scalar(run.inner_objective.loss(theta.re, theta.im, run.perm));
+    let loss = scalar(run.inner_objective.loss(&theta.re, &theta.im, &run.perms));
     run.state.seconds = run.seconds();
     run.save()?;
     let (cfg, device) = (run.cfg, run.device);

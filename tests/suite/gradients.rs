@@ -59,7 +59,7 @@ impl Problem {
             tensor2::<B>(&x[1], self.batch, self.n, device),
             self.tw_tensor::<B>(&tw[0], device),
             self.tw_tensor::<B>(&tw[1], device),
-            Permutation::BitReversal,
+            &Permutation::BitReversal,
         );
         let (yr, yi) = (host(yr), host(yi));
         (0..yr.len())
@@ -79,7 +79,7 @@ impl Problem {
             x_im.clone(),
             tw_re.clone(),
             tw_im.clone(),
-            Permutation::BitReversal,
+            &Permutation::BitReversal,
         );
         let t = |v: &[f64]| tensor2::<A<B>>(v, self.batch, self.n, device);
         let (a_re, a_im, c) = (t(&self.a[0]), t(&self.a[1]), t(&self.c));

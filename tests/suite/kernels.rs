@@ -20,7 +20,7 @@ const ADAM_LOSS_REL: f64 = 1e-4;
 
 /// Output and gradients `[y_re, y_im, x_re, x_im, tw_re, tw_im]` of the linear loss
 /// `Σ a_re·y_re + a_im·y_im` through the fused op or the reference.
-fn run<B: Backend>(n: usize, batch: usize, fused: bool, perm: Permutation, device: &B::Device) -> [Vec<f64>; 6]
+fn run<B: Backend>(n: usize, batch: usize, fused: bool, perm: &Permutation, device: &B::Device) -> [Vec<f64>; 6]
 where
     Autodiff<B>: ButterflyOps<Device = B::Device>,
 {
@@ -49,6 +49,17 @@ where
     ]
 }
 
+/// A random permutation of `0..n` (Fisher–Yates, seeded).
+fn shuffled(n: usize, seed: u64) -> Vec<usize> {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    let mut v: Vec<usize> = (0..n).collect();
+    for i in (1..n).rev() {
+        v.swap(i, rng.random_range(0..=i));
+    }
+    v
+}
+
 /// The shared kernel checker: fused = reference for every N and batch, both permutations.
 fn check_kernel_matches_reference<B: Backend>(device: &B::Device)
 where
@@ -74,12 +85,14 @@ where
     for (n, batches) in cases {
         assert!(<Autodiff<B> as ButterflyOps>::butterfly_is_fused(n, device), "n={n}: the fused path is not taken");
         for &batch in batches {
-            for perm in [Permutation::BitReversal, Permutation::Identity] {
-                if perm == Permutation::Identity && batch != 3 {
+            // Any other permutation is a gather before the fused op: one batch checks it.
+            let shuffled = Permutation::gather(shuffled(n, n as u64)).unwrap();
+            for perm in [Permutation::BitReversal, Permutation::Identity, shuffled] {
+                if perm != Permutation::BitReversal && batch != 3 {
                     continue;
                 }
-                let fused = run::<B>(n, batch, true, perm, device);
-                let reference = run::<B>(n, batch, false, perm, device);
+                let fused = run::<B>(n, batch, true, &perm, device);
+                let reference = run::<B>(n, batch, false, &perm, device);
                 for (i, name) in
                     ["y_re", "y_im", "grad x_re", "grad x_im", "grad tw_re", "grad tw_im"].iter().enumerate()
                 {
@@ -100,8 +113,8 @@ where
     Autodiff<B>: ButterflyOps<Device = B::Device>,
 {
     for (n, batch) in [(16, 5000), (1024, 1000), (16384, 7)] {
-        let first = run::<B>(n, batch, true, Permutation::BitReversal, device);
-        let second = run::<B>(n, batch, true, Permutation::BitReversal, device);
+        let first = run::<B>(n, batch, true, &Permutation::BitReversal, device);
+        let second = run::<B>(n, batch, true, &Permutation::BitReversal, device);
         for i in 2..6 {
             let same = first[i].iter().zip(&second[i]).all(|(a, b)| a.to_bits() == b.to_bits());
             assert!(same, "n={n} batch={batch}: gradient {i} differs between two runs");

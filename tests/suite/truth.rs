@@ -93,6 +93,7 @@ fn exact_factorizations_equal_their_targets() {
         for (target, factors) in targets {
             let f = factorizations::exact(&target, n).unwrap().expect("a factorization");
             assert_eq!(f.factors().len(), factors, "{} n={n}", target.kind());
+            assert_eq!(factorizations::factor_count(&target), factors, "{}: the count without building", target.kind());
             let err = f.matrix().unwrap().max_abs_diff(&target.matrix(n).unwrap()).unwrap();
             assert!(err <= FACTORIZATION_ABS, "{} n={n}: max |factorization − target| = {err:e}", target.kind());
         }

@@ -31,6 +31,15 @@ pub enum ButterflyInit {
         /// RNG seed (ChaCha8).
         seed: u64,
     },
+    /// Every block near the 2×2 identity: `(1 − weight) · I + weight · U`, U a Haar-random
+    /// unitary block as in [`ButterflyInit::RandomUnitary`]. The trainer starts the factors of
+    /// a product after the first this way (see [`crate::train`]).
+    NearIdentity {
+        /// RNG seed (ChaCha8).
+        seed: u64,
+        /// Weight of the random unitary part, in (0, 1].
+        weight: f64,
+    },
     /// Every entry complex Gaussian: real and imaginary parts independent N(0, scale²/2), so
     /// E|t|² = scale². `scale = 1/√2` keeps the expected norm of a vector through each stage.
     Randn {
@@ -59,6 +68,14 @@ impl ButterflyInit {
             ButterflyInit::RandomUnitary { seed } => {
                 let mut rng = ChaCha8Rng::seed_from_u64(*seed);
                 blocks(n, |_, _| haar_unitary_2x2(&mut rng))
+            }
+            ButterflyInit::NearIdentity { seed, weight } => {
+                let mut rng = ChaCha8Rng::seed_from_u64(*seed);
+                let (one, zero) = (Complex64::new(1.0 - weight, 0.0), Complex64::new(0.0, 0.0));
+                blocks(n, |_, _| {
+                    let u = haar_unitary_2x2(&mut rng);
+                    [one + u[0] * weight, zero + u[1] * weight, zero + u[2] * weight, one + u[3] * weight]
+                })
             }
             ButterflyInit::Randn { seed, scale } => {
                 let mut rng = ChaCha8Rng::seed_from_u64(*seed);

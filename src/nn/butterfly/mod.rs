@@ -37,17 +37,23 @@ impl ButterflyConfig {
         let (re, im) = self.init.twiddles(self.n);
         let shape = [log_n, self.n / 2, 2, 2];
         let param = |v: Vec<f64>| Param::from_tensor(float_tensor::<B, 4>(v, shape, device));
-        Ok(Butterfly { twiddle_re: param(re), twiddle_im: param(im), n: self.n, permutation: self.permutation })
+        Ok(Butterfly { twiddle_re: param(re), twiddle_im: param(im), n: self.n, permutation: self.permutation.clone() })
     }
 
     fn assertions(&self) -> Result<usize> {
         let log_n = check_power_of_two("butterfly.init", self.n)?;
+        self.permutation.check_fits("butterfly.init", self.n)?;
         // 4·log2(N)·N twiddle values, in f64 on the host, then on the device (at most f64).
         let needed = memory::product(&[log_n, self.n, 4, 8, 2]);
         memory::ensure("butterfly.init", || format!("the twiddles at N = {}", self.n), needed)?;
         if let ButterflyInit::Randn { scale, .. } = self.init {
             if !(scale.is_finite() && scale > 0.0) {
                 return Err(Error::invalid("butterfly.init", "Randn scale finite and > 0", scale));
+            }
+        }
+        if let ButterflyInit::NearIdentity { weight, .. } = self.init {
+            if !(weight > 0.0 && weight <= 1.0) {
+                return Err(Error::invalid("butterfly.init", "NearIdentity weight in (0, 1]", weight));
             }
         }
         Ok(log_n)
@@ -88,8 +94,8 @@ impl<B: Backend> Butterfly<B> {
     }
 
     /// The input permutation.
-    pub fn permutation(&self) -> Permutation {
-        self.permutation
+    pub fn permutation(&self) -> &Permutation {
+        &self.permutation
     }
 
     /// The twiddles as f64 `(re, im)`, each `[log2 N, N/2, 2, 2]` row-major.
@@ -118,7 +124,13 @@ impl<B: Backend> Butterfly<B> {
         &self,
         re: Tensor<B, D>,
         im: Tensor<B, D>,
-        op: impl FnOnce(Tensor<B, 2>, Tensor<B, 2>, Tensor<B, 4>, Tensor<B, 4>, Permutation) -> (Tensor<B, 2>, Tensor<B, 2>),
+        op: impl FnOnce(
+            Tensor<B, 2>,
+            Tensor<B, 2>,
+            Tensor<B, 4>,
+            Tensor<B, 4>,
+            &Permutation,
+        ) -> (Tensor<B, 2>, Tensor<B, 2>),
     ) -> Result<(Tensor<B, D>, Tensor<B, D>)> {
         let dims = re.dims();
         if dims != im.dims() {
@@ -142,7 +154,7 @@ impl<B: Backend> Butterfly<B> {
             im.reshape([batch, self.n]),
             self.twiddle_re.val(),
             self.twiddle_im.val(),
-            self.permutation,
+            &self.permutation,
         );
         Ok((yr.reshape(dims), yi.reshape(dims)))
     }
@@ -181,18 +193,26 @@ impl<B: ButterflyOps> Butterfly<B> {
     /// # Errors
     /// [`Error::OutOfMemory`] when the N×N batch and its f64 copy do not fit.
     pub fn matrix_on_backend(&self) -> Result<ComplexMatrix> {
-        let n = self.n;
-        let float = std::mem::size_of::<B::FloatElem>();
-        // The identity and output batches (re, im) on the device, then f64 copies and the matrix.
-        let needed = memory::sum(&[memory::product(&[n, n, 6, float]), memory::product(&[n, n, 32])]);
-        memory::ensure("butterfly.matrix", || format!("the dense N×N matrix at N = {n}"), needed)?;
-        let device = self.twiddle_re.device();
-        let eye = eye::<B>(n, &device);
-        let (yr, yi) = self.forward(eye.clone(), eye.zeros_like())?;
-        // Row j of the output is M e_j, i.e. column j of M.
-        let (yr, yi) = (to_f64_vec(yr), to_f64_vec(yi));
-        Ok(ComplexMatrix::from_fn(n, |r, c| num_complex::Complex64::new(yr[c * n + r], yi[c * n + r])))
+        dense_on_backend(self.n, &self.twiddle_re.device(), |re, im| self.forward(re, im))
     }
+}
+
+/// The dense N×N matrix of a linear layer as it computes it on `B`: `forward` applied to the
+/// identity, read back as f64.
+pub(crate) fn dense_on_backend<B: Backend>(
+    n: usize,
+    device: &B::Device,
+    forward: impl FnOnce(Tensor<B, 2>, Tensor<B, 2>) -> Result<(Tensor<B, 2>, Tensor<B, 2>)>,
+) -> Result<ComplexMatrix> {
+    let float = std::mem::size_of::<B::FloatElem>();
+    // The identity and output batches (re, im) on the device, then f64 copies and the matrix.
+    let needed = memory::sum(&[memory::product(&[n, n, 6, float]), memory::product(&[n, n, 32])]);
+    memory::ensure("butterfly.matrix", || format!("the dense N×N matrix at N = {n}"), needed)?;
+    let eye = eye::<B>(n, device);
+    let (yr, yi) = forward(eye.clone(), eye.zeros_like())?;
+    // Row j of the output is M e_j, i.e. column j of M.
+    let (yr, yi) = (to_f64_vec(yr), to_f64_vec(yi));
+    Ok(ComplexMatrix::from_fn(n, |r, c| num_complex::Complex64::new(yr[c * n + r], yi[c * n + r])))
 }
 
 impl<B: Backend> Butterfly<B> {
@@ -201,14 +221,12 @@ impl<B: Backend> Butterfly<B> {
     ///
     /// # Errors
     /// [`Error::InvalidInput`] when the twiddles are not `[log2 N, N/2, 2, 2]` for the
-    /// permutation's N, or the permutation is neither the identity nor the bit reversal (the
-    /// fixed permutations a layer has).
+    /// permutation's N, or the permutation's indices are not a permutation.
     pub fn from_factor(factor: &Factor, device: &B::Device) -> Result<Self> {
         let op = "butterfly.from_factor";
         let n = factor.permutation.len();
         let log_n = check_power_of_two(op, n)?;
-        let permutation = Permutation::from_indices(&factor.permutation)
-            .ok_or_else(|| Error::invalid(op, "the identity or the bit-reversal permutation", "another permutation"))?;
+        let permutation = Permutation::gather(factor.permutation.clone())?;
         let len = log_n * n * 2;
         if factor.re.len() != len || factor.im.len() != len {
             return Err(Error::invalid(
@@ -232,16 +250,6 @@ pub fn exact_butterfly<B: Backend>(target: &Target, n: usize, device: &B::Device
     match exact(target, n)? {
         Some(f) if f.factors().len() == 1 => Butterfly::from_factor(&f.factors()[0], device).map(Some),
         _ => Ok(None),
-    }
-}
-
-/// The fixed permutation of the single butterfly that represents `target` exactly: the identity
-/// for the Hadamard transform, the bit reversal for every other target (the DFT's; the others
-/// are not single butterflies after any fixed permutation here).
-pub fn target_permutation(target: &Target) -> Permutation {
-    match target {
-        Target::Hadamard => Permutation::Identity,
-        _ => Permutation::BitReversal,
     }
 }
 

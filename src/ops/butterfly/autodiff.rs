@@ -11,6 +11,7 @@ use burn::tensor::ops::FloatTensor;
 use burn::tensor::{Tensor, TensorPrimitive};
 use burn_cubecl::{element::BoolElement, CubeBackend, CubeRuntime, FloatElement, IntElement};
 
+use super::reference::permute_input;
 use super::{butterfly_forward_reference, kernel, ButterflyOps, Permutation};
 use crate::ops::autodiff::record_fused;
 use crate::ops::cubecl::split_packed;
@@ -21,7 +22,8 @@ use crate::ops::cubecl::split_packed;
 struct FusedButterflyBackward;
 
 /// What the backward needs: the forward's inputs (the stage inputs are recomputed on-chip).
-type State<B> = (FloatTensor<B>, FloatTensor<B>, FloatTensor<B>, FloatTensor<B>, Permutation);
+/// (The bool: whether the input is read in bit-reversed order.)
+type State<B> = (FloatTensor<B>, FloatTensor<B>, FloatTensor<B>, FloatTensor<B>, bool);
 
 impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> Backward<CubeBackend<R, F, I, BT>, 4>
     for FusedButterflyBackward
@@ -31,9 +33,9 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> Backward<C
     fn backward(self, ops: Ops<Self::State, 4>, grads: &mut Gradients, _checkpointer: &mut Checkpointer) {
         type B<R, F, I, BT> = CubeBackend<R, F, I, BT>;
         let grad_out = grads.consume::<B<R, F, I, BT>>(&ops.node);
-        let (x_re, x_im, tw_re, tw_im, perm) = ops.state;
+        let (x_re, x_im, tw_re, tw_im, bit_reverse) = ops.state;
         let tw_dims: [usize; 4] = tw_re.meta.shape().dims();
-        let (grad_x, grad_tw) = kernel::backward::<R, F>(grad_out, x_re, x_im, tw_re, tw_im, perm);
+        let (grad_x, grad_tw) = kernel::backward::<R, F>(grad_out, x_re, x_im, tw_re, tw_im, bit_reverse);
 
         let grad_x = Tensor::<B<R, F, I, BT>, 3>::from_primitive(TensorPrimitive::Float(grad_x));
         let [_, batch, n] = grad_x.dims();
@@ -61,12 +63,18 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement, C: Checkpo
         x_im: Tensor<Self, 2>,
         tw_re: Tensor<Self, 4>,
         tw_im: Tensor<Self, 4>,
-        perm: Permutation,
+        perm: &Permutation,
     ) -> (Tensor<Self, 2>, Tensor<Self, 2>) {
         let [batch, n] = x_re.dims();
         if !Self::butterfly_is_fused(n, &x_re.device()) {
             return butterfly_forward_reference(x_re, x_im, tw_re, tw_im, perm);
         }
+        if let Permutation::Gather(_) = perm {
+            // The gather's gradient is Burn's (a scatter-add); the fused op then runs unpermuted.
+            let (x_re, x_im) = permute_input(x_re, x_im, perm);
+            return Self::butterfly(x_re, x_im, tw_re, tw_im, &Permutation::Identity);
+        }
+        let bit_reverse = *perm == Permutation::BitReversal;
         let inputs = [
             x_re.into_primitive().tensor(),
             x_im.into_primitive().tensor(),
@@ -75,8 +83,8 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement, C: Checkpo
         ];
         let packed =
             record_fused::<CubeBackend<R, F, I, BT>, C, _, 4>(FusedButterflyBackward, inputs, |[xr, xi, twr, twi]| {
-                let out = kernel::forward::<R, F>(xr.clone(), xi.clone(), twr.clone(), twi.clone(), perm);
-                (out, (xr, xi, twr, twi, perm))
+                let out = kernel::forward::<R, F>(xr.clone(), xi.clone(), twr.clone(), twi.clone(), bit_reverse);
+                (out, (xr, xi, twr, twi, bit_reverse))
             });
         split_packed(Tensor::<Self, 3>::from_primitive(TensorPrimitive::Float(packed)), batch, n)
     }

@@ -3,6 +3,7 @@
 use burn::tensor::{Tensor, TensorPrimitive};
 use burn_cubecl::{element::BoolElement, CubeBackend, CubeRuntime, FloatElement, IntElement};
 
+use super::reference::permute_input;
 use super::{butterfly_forward_reference, kernel, ButterflyOps, Permutation};
 use crate::ops::cubecl::split_packed;
 
@@ -12,18 +13,22 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> ButterflyO
         x_im: Tensor<Self, 2>,
         tw_re: Tensor<Self, 4>,
         tw_im: Tensor<Self, 4>,
-        perm: Permutation,
+        perm: &Permutation,
     ) -> (Tensor<Self, 2>, Tensor<Self, 2>) {
         let [batch, n] = x_re.dims();
         if !Self::butterfly_is_fused(n, &x_re.device()) {
             return butterfly_forward_reference(x_re, x_im, tw_re, tw_im, perm);
+        }
+        if let Permutation::Gather(_) = perm {
+            let (x_re, x_im) = permute_input(x_re, x_im, perm);
+            return Self::butterfly(x_re, x_im, tw_re, tw_im, &Permutation::Identity);
         }
         let packed = kernel::forward::<R, F>(
             x_re.into_primitive().tensor(),
             x_im.into_primitive().tensor(),
             tw_re.into_primitive().tensor(),
             tw_im.into_primitive().tensor(),
-            perm,
+            *perm == Permutation::BitReversal,
         );
         split_packed(Tensor::<Self, 3>::from_primitive(TensorPrimitive::Float(packed)), batch, n)
     }

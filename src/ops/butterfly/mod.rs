@@ -34,13 +34,15 @@ pub trait ButterflyOps: Backend {
     /// - returns `(re, im)`, each `[batch, n]`
     ///
     /// The default is the tensor-op reference ([`butterfly_forward_reference`]); CubeCL
-    /// backends override it with the fused kernels.
+    /// backends override it with the fused kernels, which apply the identity and the bit
+    /// reversal as they load; a [`Permutation::Gather`] is a gather (Burn's `select`, whose
+    /// gradient is Burn's) before the fused kernel.
     fn butterfly(
         x_re: Tensor<Self, 2>,
         x_im: Tensor<Self, 2>,
         tw_re: Tensor<Self, 4>,
         tw_im: Tensor<Self, 4>,
-        perm: Permutation,
+        perm: &Permutation,
     ) -> (Tensor<Self, 2>, Tensor<Self, 2>) {
         butterfly_forward_reference(x_re, x_im, tw_re, tw_im, perm)
     }

@@ -22,7 +22,7 @@ pub fn butterfly_forward_reference<B: Backend>(
     im: Tensor<B, 2>,
     tw_re: Tensor<B, 4>,
     tw_im: Tensor<B, 4>,
-    perm: Permutation,
+    perm: &Permutation,
 ) -> (Tensor<B, 2>, Tensor<B, 2>) {
     let n = re.dims()[1];
     let log_n = n.trailing_zeros() as usize;
@@ -37,7 +37,7 @@ pub fn butterfly_forward_reference<B: Backend>(
 pub(crate) fn permute_input<B: Backend>(
     re: Tensor<B, 2>,
     im: Tensor<B, 2>,
-    perm: Permutation,
+    perm: &Permutation,
 ) -> (Tensor<B, 2>, Tensor<B, 2>) {
     let n = re.dims()[1];
     match perm {
@@ -49,8 +49,9 @@ pub(crate) fn permute_input<B: Backend>(
     }
 }
 
-/// Applies factor `s` (the blocks pairing indices `2^s` apart) of the twiddles `tw_re`, `tw_im`
-/// (`[log2 n, n/2, 2, 2]`) to a batch `[batch, n]` of complex vectors.
+/// Applies stage `s` (row s of the twiddles `tw_re`, `tw_im`, `[K · log2 n, n/2, 2, 2]` for K
+/// stacked factors: the blocks pairing indices `2^(s mod log2 n)` apart) to a batch
+/// `[batch, n]` of complex vectors.
 pub(crate) fn butterfly_stage<B: Backend>(
     re: Tensor<B, 2>,
     im: Tensor<B, 2>,
@@ -59,7 +60,7 @@ pub(crate) fn butterfly_stage<B: Backend>(
     s: usize,
 ) -> (Tensor<B, 2>, Tensor<B, 2>) {
     let [batch, n] = re.dims();
-    let st = 1usize << s;
+    let st = 1usize << (s % n.trailing_zeros() as usize);
     let groups = n / (2 * st);
     // Signal [batch, g, 1, b, st]; twiddles [1, g, a, b, st]; sum over b (the input index).
     let x_shape = [batch, groups, 1, 2, st];

@@ -13,7 +13,6 @@ use cubecl::{prelude::*, CubeCount, CubeDim};
 
 use super::forward::{launch_pass, line_element, permuted, slot_of, twiddle_of};
 use super::{device_backward_passes, Pass, PassConfig, Split, SplitInput, TwiddleTables, MAX_PARTIAL_BYTES};
-use crate::ops::butterfly::Permutation;
 use crate::ops::cubecl::grid;
 
 /// Cubes of the backward launch, at most: each loops over its share of the lines.
@@ -348,7 +347,7 @@ pub fn backward<R: CubeRuntime, F: FloatElement>(
     x_im: CubeTensor<R>,
     tw_re: CubeTensor<R>,
     tw_im: CubeTensor<R>,
-    perm: Permutation,
+    bit_reverse: bool,
 ) -> (CubeTensor<R>, CubeTensor<R>) {
     let dims = x_re.meta.shape().clone();
     let (batch, n) = (dims[0], dims[1]);
@@ -356,7 +355,6 @@ pub fn backward<R: CubeRuntime, F: FloatElement>(
     let (x, tw) = (Split::new(x_re, x_im), Split::new(tw_re, tw_im));
     let passes =
         device_backward_passes::<R, F>(n, &x.re.device).expect("butterfly backward: the caller checks fused_supported");
-    let bit_reverse = perm == Permutation::BitReversal;
     let log_n = n.trailing_zeros() as usize;
     let grad_tw = empty::<R, F>(&x.re, vec![2, log_n * (n / 2) * 4]);
     let grad_x = match passes.as_slice() {

@@ -4,7 +4,6 @@ use burn_cubecl::{tensor::CubeTensor, CubeRuntime, FloatElement};
 use cubecl::{prelude::*, CubeDim};
 
 use super::{device_passes, Pass, PassConfig, Split, SplitInput, TwiddleTables};
-use crate::ops::butterfly::Permutation;
 use crate::ops::cubecl::empty;
 use crate::ops::cubecl::grid;
 
@@ -253,21 +252,21 @@ pub(crate) fn launch_pass<R: CubeRuntime, F: FloatElement>(
 }
 
 /// Launches the fused forward: `[batch, n]` re and im, twiddles `[log2 n, n/2, 2, 2]` → packed
-/// `[2, batch, n]`, in one or two passes. The caller checks
+/// `[2, batch, n]`, in one or two passes, the input read in bit-reversed order if `bit_reverse`. The caller checks
 /// [`fused_supported`](super::fused_supported) first.
 pub fn forward<R: CubeRuntime, F: FloatElement>(
     x_re: CubeTensor<R>,
     x_im: CubeTensor<R>,
     tw_re: CubeTensor<R>,
     tw_im: CubeTensor<R>,
-    perm: Permutation,
+    bit_reverse: bool,
 ) -> CubeTensor<R> {
     let dims = x_re.meta.shape().clone();
     let batch = dims[0];
     let (x, tw) = (Split::new(x_re, x_im), Split::new(tw_re, tw_im));
     let passes =
         device_passes::<R, F>(dims[1], &x.re.device).expect("butterfly forward: the caller checks fused_supported");
-    let mut y = launch_pass::<R, F>(&passes[0], &x, &tw, batch, perm == Permutation::BitReversal);
+    let mut y = launch_pass::<R, F>(&passes[0], &x, &tw, batch, bit_reverse);
     for pass in &passes[1..] {
         y = launch_pass::<R, F>(pass, &Split::packed(y), &tw, batch, false);
     }
