@@ -57,8 +57,8 @@ pub use backend::{dispatch, BackendKind, BackendTask, FftBackend, Precision, Sel
 pub use error::{Error, Result};
 pub use nn::{
     Butterfly, ButterflyConfig, ButterflyInit, ButterflyProduct, ButterflyProductConfig, ConvOutput, FftConv1d,
-    FftConv1dConfig, FftSource, MultiResolutionSpectralLoss, MultiResolutionSpectralLossConfig, SpectralLoss,
-    SpectralLossConfig,
+    FftConv1dConfig, FftSource, MultiResolutionSpectralLoss, MultiResolutionSpectralLossConfig, RelaxedPermutation,
+    RelaxedPermutationConfig, SpectralLoss, SpectralLossConfig,
 };
 pub use ops::spectral::{Distance, Magnitude, Window};
 pub use ops::{ButterflyOps, KernelChoice, Permutation, SpectralOps};

@@ -8,8 +8,7 @@ use serde::{Deserialize, Serialize};
 use learned_fft::backend::{BackendKind, Precision};
 use learned_fft::error::{Error, Result};
 use learned_fft::files::write_atomic;
-use learned_fft::nn::model_permutations;
-use learned_fft::train::checkpoint::CHECKPOINT_FILE;
+use learned_fft::train::checkpoint::{Checkpoint, CHECKPOINT_FILE};
 use learned_fft::train::{TrainConfig, TrainReport, Trainer};
 use learned_fft::{metrics, Permutation, Target, TargetKind};
 use rand::SeedableRng;
@@ -217,7 +216,7 @@ fn ship_checkpoint(dir: &Path, checkpoint: &Path, r: &TrainReport) -> Result<()>
         Err(_) => Vec::new(),
     };
     entries.retain(|e| e.file != file);
-    let perms = model_permutations(&r.target, r.n)?;
+    let perms = Checkpoint::read(checkpoint)?.permutations();
     entries.push(ManifestEntry {
         file,
         n: r.n,

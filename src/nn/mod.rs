@@ -1,16 +1,18 @@
 //! The layers a model holds: the [`Butterfly`] (a learnable FFT) and products of them
-//! ([`ButterflyProduct`]), the [`SpectralLoss`] and its
+//! ([`ButterflyProduct`]), a learnable [`RelaxedPermutation`], the [`SpectralLoss`] and its
 //! multi-resolution sum, [`FftConv1d`], and Welch's PSD with peak picking. They run on any
 //! backend through the ops of [`crate::ops`].
 
 pub mod butterfly;
 pub mod conv;
+pub mod permutation;
 pub mod product;
 pub mod psd;
 pub mod spectral;
 
-pub use butterfly::{exact_butterfly, exact_fft, Butterfly, ButterflyConfig, ButterflyInit};
+pub use butterfly::{exact_fft, Butterfly, ButterflyConfig, ButterflyInit};
 pub use conv::{ConvOutput, FftConv1d, FftConv1dConfig, FftSource};
+pub use permutation::{RelaxedPermutation, RelaxedPermutationConfig};
 pub use product::{
     exact_product, model_permutations, product_forward, ButterflyProduct, ButterflyProductConfig, LinearTransform,
 };

@@ -13,7 +13,9 @@ use burn::tensor::{backend::Backend, Tensor};
 use super::butterfly::{dense_on_backend, Butterfly, ButterflyConfig, ButterflyInit};
 use crate::error::{check_power_of_two, Error, Result};
 use crate::ops::butterfly::{ButterflyOps, Permutation};
-use crate::reference::factorizations::{exact, Factorization};
+use crate::reference::butterfly::product_matrix;
+use crate::reference::factorizations::{exact, factor_count, permutations, Factorization};
+use crate::reference::identify::{butterfly_permutation, F64_TOLERANCE};
 use crate::reference::{ComplexMatrix, Target};
 
 /// Configuration of a [`ButterflyProduct`].
@@ -145,11 +147,17 @@ impl<B: Backend> ButterflyProduct<B> {
 
     /// The dense N×N matrix of the product, computed in f64 on the CPU from the twiddles.
     pub fn to_matrix(&self) -> ComplexMatrix {
-        let mut m = ComplexMatrix::identity(self.n());
-        for f in &self.factors {
-            m = f.to_matrix().matmul(&m).expect("the factors share the product's n by construction");
-        }
-        m
+        let n = self.n();
+        let factors: Vec<_> = self
+            .factors
+            .iter()
+            .map(|f| {
+                let (re, im) = f.twiddles_f64();
+                (re, im, f.permutation().indices(n))
+            })
+            .collect();
+        product_matrix(n, factors.iter().map(|(re, im, p)| (&re[..], &im[..], &p[..])))
+            .expect("the factors' twiddles have the product's n by construction")
     }
 
     /// [`forward`](Self::forward) through the tensor-op reference on any backend; the gradient
@@ -221,16 +229,26 @@ pub fn product_forward<B: ButterflyOps>(
 }
 
 /// The permutations of the model class that represents `target` exactly at size `n` (one per
-/// factor): those of its exact factorization ([`crate::reference::factorizations`]).
+/// factor). A target of one factor gets the permutation that makes its matrix a butterfly,
+/// found from the matrix ([`crate::reference::identify`]); a product takes those of its exact
+/// factorization ([`crate::reference::factorizations`]).
 ///
 /// # Errors
-/// Those of [`crate::reference::factorizations::exact`]; [`Error::InvalidInput`] for a target
-/// with no known factorization.
+/// [`Error::InvalidInput`] when `n` is not a power of two ≥ 2, or a one-factor target is not a
+/// butterfly after any permutation; [`Error::OutOfMemory`] when its dense matrix does not fit.
 pub fn model_permutations(target: &Target, n: usize) -> Result<Vec<Permutation>> {
-    let f = exact(target, n)?.ok_or_else(|| {
-        Error::invalid("model", "a target with an exact factorization", format!("{:?}", target.kind()))
+    if factor_count(target) > 1 {
+        return permutations(target, n)?.into_iter().map(Permutation::gather).collect();
+    }
+    let found = butterfly_permutation(&target.matrix(n)?, F64_TOLERANCE)?;
+    let perm = found.ok_or_else(|| {
+        Error::invalid(
+            "model",
+            "a one-factor target that is a butterfly after some permutation",
+            format!("{:?} at N = {n}, which is not", target.kind()),
+        )
     })?;
-    f.factors().iter().map(|f| Permutation::gather(f.permutation.clone())).collect()
+    Ok(vec![Permutation::gather(perm)?])
 }
 
 /// The exact factorization of `target` at size `n` as a [`ButterflyProduct`] on `B` (`None`

@@ -68,6 +68,15 @@ fn apply_unchecked(tw_re: &[f64], tw_im: &[f64], perm: &[usize], x: &mut [Comple
     }
 }
 
+/// The dense N×N matrix of a product of butterflies, each `(tw_re, tw_im, perm)` as for
+/// [`matrix`], the first applied first (the identity for none).
+pub fn product_matrix<'a>(
+    n: usize,
+    factors: impl IntoIterator<Item = (&'a [f64], &'a [f64], &'a [usize])>,
+) -> Result<ComplexMatrix> {
+    factors.into_iter().try_fold(ComplexMatrix::identity(n), |m, (re, im, perm)| matrix(re, im, n, perm)?.matmul(&m))
+}
+
 /// The dense N×N matrix of the butterfly with the given twiddles and input gather `perm`.
 pub fn matrix(tw_re: &[f64], tw_im: &[f64], n: usize, perm: &[usize]) -> Result<ComplexMatrix> {
     // Checks the sizes once; every column then has the same length.

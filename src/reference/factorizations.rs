@@ -62,11 +62,10 @@ impl Factorization {
 
     /// The dense matrix of the product, in f64.
     pub fn matrix(&self) -> Result<ComplexMatrix> {
-        let mut m = ComplexMatrix::identity(self.n);
-        for f in &self.factors {
-            m = super::butterfly::matrix(&f.re, &f.im, self.n, &f.permutation)?.matmul(&m)?;
-        }
-        Ok(m)
+        super::butterfly::product_matrix(
+            self.n,
+            self.factors.iter().map(|f| (&f.re[..], &f.im[..], &f.permutation[..])),
+        )
     }
 }
 
@@ -108,6 +107,28 @@ pub fn factor_count(target: &Target) -> usize {
     }
 }
 
+/// The input permutations (gather indices) of the factors of `target`'s exact factorization at
+/// size `n` ([`exact`]), the first applied first, known without building the twiddles.
+///
+/// # Errors
+/// [`Error::InvalidInput`] when `n` is not a power of two ≥ 2.
+pub fn permutations(target: &Target, n: usize) -> Result<Vec<Vec<usize>>> {
+    check_power_of_two("factorization", n)?;
+    let (br, identity) = (bit_reversal(n), (0..n).collect::<Vec<_>>());
+    Ok(match target {
+        Target::Dft | Target::Idft => vec![br],
+        Target::Hadamard => vec![identity],
+        Target::Circulant { .. } => vec![br.clone(), br],
+        Target::Hartley => vec![br, identity.clone(), identity],
+        Target::Dct2 | Target::Dst2 => {
+            // Makhoul's v_j = x[m(j)]: even samples forwards, then odd samples backwards; the
+            // butterfly's bit reversal comes after it: x ← x[m(br(i))].
+            let m = |j: usize| if j < n / 2 { 2 * j } else { 2 * (n - j) - 1 };
+            vec![br.iter().map(|&j| m(j)).collect(), identity.clone(), identity]
+        }
+    })
+}
+
 /// The exact factorization of `target` at size `n` in the smallest model class this crate knows
 /// for it (see the module docs), or `None` where none is known yet.
 ///
@@ -115,21 +136,22 @@ pub fn factor_count(target: &Target) -> usize {
 /// [`Error::InvalidInput`] when `n` is not a power of two ≥ 2, or a circulant kernel is not of
 /// length `n`.
 pub fn exact(target: &Target, n: usize) -> Result<Option<Factorization>> {
-    check_power_of_two("factorization", n)?;
+    let mut perms = permutations(target, n)?.into_iter();
+    let mut perm = || perms.next().expect("permutations() has one per factor");
     let single = |permutation: Vec<usize>, (re, im): (Vec<f64>, Vec<f64>)| Factorization {
         n,
         factors: vec![Factor { permutation, re, im }],
     };
     Ok(Some(match target {
-        Target::Dft | Target::Idft => single(bit_reversal(n), fft_twiddles(n, *target == Target::Idft, FftNorm::Ortho)),
+        Target::Dft | Target::Idft => single(perm(), fft_twiddles(n, *target == Target::Idft, FftNorm::Ortho)),
         Target::Hadamard => {
             let (p, m) = (Complex64::new(FRAC_1_SQRT_2, 0.0), Complex64::new(-FRAC_1_SQRT_2, 0.0));
-            single((0..n).collect(), blocks(n, |_, _| [p, p, p, m]))
+            single(perm(), blocks(n, |_, _| [p, p, p, m]))
         }
         Target::Circulant { kernel } => {
             // λ = the unnormalised DFT of h: C = F⁻¹ diag(λ) F for the unitary F.
             let lambda = kernel_spectrum(kernel, n)?;
-            let br = bit_reversal(n);
+            let (br, second) = (perm(), perm());
             // F⁻¹ diag(λ) = B⁻¹ P_br diag(λ) = B⁻¹ diag(λ ∘ br) P_br: stage 0's block k acts on
             // positions 2k and 2k + 1, so its column b takes the factor λ[br(2k + b)].
             let (re, im) = fft_twiddles(n, true, FftNorm::Ortho);
@@ -145,9 +167,9 @@ pub fn exact(target: &Target, n: usize) -> Result<Option<Factorization>> {
             Factorization {
                 n,
                 factors: vec![
-                    Factor { permutation: br.clone(), re: forward.0, im: forward.1 },
+                    Factor { permutation: br, re: forward.0, im: forward.1 },
                     Factor {
-                        permutation: br,
+                        permutation: second,
                         re: inverse.iter().map(|z| z.re).collect(),
                         im: inverse.iter().map(|z| z.im).collect(),
                     },
@@ -157,7 +179,7 @@ pub fn exact(target: &Target, n: usize) -> Result<Option<Factorization>> {
         Target::Hartley => {
             let (alpha, beta) = (Complex64::new(0.5, 0.5), Complex64::new(0.5, -0.5));
             let (a, b) = negation_pairing(n, &vec![alpha; n], &vec![beta; n]);
-            three(n, bit_reversal(n), fft_twiddles(n, false, FftNorm::Ortho), a, b)
+            three(n, [perm(), perm(), perm()], fft_twiddles(n, false, FftNorm::Ortho), a, b)
         }
         Target::Dct2 | Target::Dst2 => {
             let nf = n as f64;
@@ -171,41 +193,30 @@ pub fn exact(target: &Target, n: usize) -> Result<Option<Factorization>> {
                 })
                 .unzip();
             let (a, b) = negation_pairing(n, &pair.0, &pair.1);
-            // Makhoul's v_j = x[m(j)]: even samples forwards, then odd samples backwards; the
-            // butterfly's bit reversal comes after it: x ← x[m(br(i))].
-            let m = |j: usize| if j < n / 2 { 2 * j } else { 2 * (n - j) - 1 };
-            let br = bit_reversal(n);
-            let perm: Vec<usize> = (0..n).map(|i| m(br[i])).collect();
+            let perms = [perm(), perm(), perm()];
             let (mut re, mut im) = fft_twiddles(n, false, FftNorm::Ortho);
             if *target == Target::Dct2 {
-                return Ok(Some(three(n, perm, (re, im), a, b)));
+                return Ok(Some(three(n, perms, (re, im), a, b)));
             }
             // DST-II = R · DCT-II · diag((−1)^j): the signs scale the first stage's columns (block
             // k's column c takes input position 2k + c, which holds x[perm[2k + c]]).
             for k in 0..n / 2 {
                 for (r, c) in [(0, 0), (0, 1), (1, 0), (1, 1)] {
-                    if perm[2 * k + c] % 2 == 1 {
+                    if perms[0][2 * k + c] % 2 == 1 {
                         re[(k * 2 + r) * 2 + c] = -re[(k * 2 + r) * 2 + c];
                         im[(k * 2 + r) * 2 + c] = -im[(k * 2 + r) * 2 + c];
                     }
                 }
             }
-            three(n, perm, (re, im), a, reverse_output(n, &b))
+            three(n, perms, (re, im), a, reverse_output(n, &b))
         }
     }))
 }
 
-/// A factorization of three factors: `first` after `perm`, then `a` and `b` with no permutation.
-fn three(n: usize, perm: Vec<usize>, first: (Vec<f64>, Vec<f64>), a: Twiddles, b: Twiddles) -> Factorization {
-    let identity: Vec<usize> = (0..n).collect();
-    Factorization {
-        n,
-        factors: vec![
-            Factor { permutation: perm, re: first.0, im: first.1 },
-            Factor { permutation: identity.clone(), re: a.0, im: a.1 },
-            Factor { permutation: identity, re: b.0, im: b.1 },
-        ],
-    }
+/// A factorization of three factors with these permutations: `first`, then `a`, then `b`.
+fn three(n: usize, perms: [Vec<usize>; 3], first: Twiddles, a: Twiddles, b: Twiddles) -> Factorization {
+    let factors = perms.into_iter().zip([first, a, b]).map(|(permutation, (re, im))| Factor { permutation, re, im });
+    Factorization { n, factors: factors.collect() }
 }
 
 /// Twiddles `(re, im)`, `[log2 N, N/2, 2, 2]` row-major.

@@ -9,11 +9,14 @@
 //!   that the tensor-op forward and the fused kernels are checked against.
 //! - [`factorizations`]: exact factorizations of the targets into (permutation, butterfly)
 //!   factors, in f64: which model class represents which target, and the floors.
+//! - [`identify`]: the input permutation that makes a matrix a butterfly, found from the
+//!   matrix's hierarchical rank-one structure (or shown not to exist).
 //! - [`matrix`]: the small dense complex matrix type these share.
 
 pub mod butterfly;
 pub mod dft;
 pub mod factorizations;
+pub mod identify;
 pub mod matrix;
 pub mod targets;
 

@@ -2,9 +2,12 @@
 //! random weights.
 //!
 //! The model is the target's class ([`crate::nn::model_permutations`]): a
-//! [`crate::nn::ButterflyProduct`] of K (permutation, butterfly) factors with the permutations of
-//! the target's exact factorization (K = 1 for the DFT, the iDFT and the Hadamard transform, 2
-//! for the circulant, 3 for the Hartley transform, the DCT-II and the DST-II). The first factor
+//! [`crate::nn::ButterflyProduct`] of K (permutation, butterfly) factors (K = 1 for the DFT, the
+//! iDFT and the Hadamard transform, 2 for the circulant, 3 for the Hartley transform, the DCT-II
+//! and the DST-II). With one factor, the permutation is found from the target's matrix
+//! ([`crate::reference::identify`]: the bit reversal for the DFT, the identity for the
+//! Hadamard transform, any permutation for a matrix of that class); a product takes the
+//! permutations of the target's exact factorization. The first factor
 //! starts from Haar-random unitary blocks, the others near the identity.
 //!
 //! # Method

@@ -4,7 +4,6 @@
 
 use super::gauge::{fix_gauge, gauge_mask};
 use super::lm::{Polish, PolishSettings, Twiddles};
-use super::objective::scalar;
 use super::run::{Run, INITIAL_LOG2_LAMBDA};
 use super::state::Phase;
 use crate::backend::FftBackend;
@@ -27,16 +26,16 @@ impl<B: FftBackend> Run<'_, B> {
             stop_loss: self.cfg.stop_rmse.map_or(0.0, |s| s * s),
             max_stalled: self.cfg.max_stalled,
         };
-        let stopped = loop {
-            let stopped = self.polish_stage(&settings)?;
+        let (stopped, loss) = loop {
+            let (stopped, loss) = self.polish_stage(&settings)?;
             let more = self.cfg.fix_gauge && !self.state.gauge_fixed && !stopped;
             if !more || self.state.attempt_step >= self.cfg.polish_iters || !self.enter_fixed_gauge() {
-                break stopped;
+                break (stopped, loss);
             }
         };
         // A polish that stalled above the bar ended in a local minimum: start again from new
         // random weights while restarts remain.
-        let rmse = self.polished_loss().sqrt();
+        let rmse = loss.sqrt();
         let missed = self.device_bar().is_some_and(|bar| rmse.is_nan() || rmse > bar);
         if !stopped && missed && self.state.attempt < self.cfg.restarts {
             self.restart(self.state.attempt + 1)
@@ -46,16 +45,10 @@ impl<B: FftBackend> Run<'_, B> {
         }
     }
 
-    /// The loss of the layer's twiddles on the inner backend.
-    fn polished_loss(&self) -> f64 {
-        let theta = self.twiddles();
-        scalar(self.inner_objective.loss(&theta.re, &theta.im, &self.perms))
-    }
-
     /// One stage from the layer's twiddles (only the free ones once the gauge is fixed) until
     /// it stalls, reaches `stop_loss` or uses up `polish_iters`; the layer takes the result.
-    /// Returns whether the loss reached `stop_loss`.
-    fn polish_stage(&mut self, settings: &PolishSettings) -> Result<bool> {
+    /// Returns whether the loss reached `stop_loss`, and the loss of the twiddles it leaves.
+    fn polish_stage(&mut self, settings: &PolishSettings) -> Result<(bool, f64)> {
         let theta = self.twiddles();
         let n = self.cfg.n;
         let mask = if self.state.gauge_fixed {
@@ -88,7 +81,7 @@ impl<B: FftBackend> Run<'_, B> {
             self.state.attempt_step += 1;
         }
         self.keep(&polish);
-        Ok(polish.loss <= settings.stop_loss)
+        Ok((polish.loss <= settings.stop_loss, polish.loss))
     }
 
     /// The layer and the state take the stage's twiddles and damping.

@@ -102,7 +102,10 @@ impl<'a, B: FftBackend> Run<'a, B> {
         let (layer, optim, state, history) = match (&ckpt_path, options.resume) {
             (Some(path), true) => resume::<B>(path, cfg, device)?,
             (None, true) => return Err(Error::invalid("train.resume", "a checkpoint directory", "none")),
-            (_, false) => (fresh_layer(cfg, 0, device)?, new_optim::<B>(), TrainState::start(), Vec::new()),
+            (_, false) => {
+                let perms = model_permutations(&cfg.target, n)?;
+                (fresh_layer(cfg, perms, 0, device)?, new_optim::<B>(), TrainState::start(), Vec::new())
+            }
         };
         let resumed_from = options.resume.then_some(state.step);
         let schedule = schedule::<B>(cfg, state.attempt_step)?;
@@ -151,7 +154,7 @@ impl<'a, B: FftBackend> Run<'a, B> {
         self.state.gauge_fixed = false;
         self.state.stalled = 0;
         self.state.log2_lambda = INITIAL_LOG2_LAMBDA;
-        self.layer = fresh_layer(self.cfg, attempt, self.device)?;
+        self.layer = fresh_layer(self.cfg, self.perms.clone(), attempt, self.device)?;
         self.optim = new_optim::<B>();
         self.schedule = schedule::<B>(self.cfg, 0)?;
         Ok(())
@@ -310,12 +313,18 @@ impl TrainState {
 /// better than 1.
 pub const REST_INIT_WEIGHT: f64 = 0.1;
 
-/// Attempt `attempt`'s random initial layer, in the target's model class: Haar-random unitary
-/// blocks in the first factor, near-identity random blocks ([`REST_INIT_WEIGHT`]) in the others
-/// (seed `cfg.seed + attempt`, see [`ButterflyProductConfig::init`] for each factor's).
-fn fresh_layer<B: FftBackend>(cfg: &TrainConfig, attempt: usize, device: &B::Device) -> Result<ButterflyProduct<B>> {
+/// Attempt `attempt`'s random initial layer, in the target's model class (the factors'
+/// permutations `perms`, [`model_permutations`]): Haar-random unitary blocks in the first
+/// factor, near-identity random blocks ([`REST_INIT_WEIGHT`]) in the others (seed
+/// `cfg.seed + attempt`, see [`ButterflyProductConfig::init`] for each factor's).
+fn fresh_layer<B: FftBackend>(
+    cfg: &TrainConfig,
+    perms: Vec<Permutation>,
+    attempt: usize,
+    device: &B::Device,
+) -> Result<ButterflyProduct<B>> {
     let seed = cfg.seed + attempt as u64;
-    ButterflyProductConfig::new(cfg.n, model_permutations(&cfg.target, cfg.n)?)
+    ButterflyProductConfig::new(cfg.n, perms)
         .with_init(ButterflyInit::RandomUnitary { seed })
         .with_rest(Some(ButterflyInit::NearIdentity { seed, weight: REST_INIT_WEIGHT }))
         .init(device)

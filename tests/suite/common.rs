@@ -181,3 +181,14 @@ macro_rules! on_cubecl {
     };
 }
 pub(crate) use on_cubecl;
+
+/// A random permutation of `0..n` (Fisher–Yates, seeded).
+pub fn shuffled(n: usize, seed: u64) -> Vec<usize> {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    let mut v: Vec<usize> = (0..n).collect();
+    for i in (1..n).rev() {
+        v.swap(i, rng.random_range(0..=i));
+    }
+    v
+}

@@ -183,3 +183,103 @@ fn check_round_trip<B: ButterflyOps>(device: &B::Device, tol: Tol) {
     }
 }
 per_backend!(check_round_trip);
+
+/// Central-difference step for the relaxed permutation's logits in f64: its loss is smooth but
+/// not quadratic in a logit (a sigmoid), so the truncation error is ~h²·|L'''|/6 ≈ 1e-11 of the
+/// gradient's scale at h = 1e-5, and the rounding error ε·|L|/h ≈ 1e-11 too.
+const RELAXED_FD_STEP: f64 = 1e-5;
+/// Largest relative error allowed between autodiff and those differences (both terms above
+/// are ~1e-11; the acceptance bar for f64 gradients is 1e-6).
+const RELAXED_FD_REL: f64 = 1e-6;
+
+/// The relaxed permutation's gradients with respect to its logits and its input equal central
+/// finite differences (f64), for the loss `Σ a·y + ½ Σ c·y²` of its output y.
+#[test]
+fn relaxed_permutation_gradients_match_finite_differences() {
+    use learned_fft::nn::RelaxedPermutation;
+    type B = NdArrayBackend<f64>;
+    type A = Autodiff<B>;
+    let device = Default::default();
+    for n in [4usize, 8, 16, 32] {
+        let (batch, levels) = (3, n.trailing_zeros() as usize - 1);
+        let s = 7000 + n as u64;
+        let (logits, x, a, c) =
+            (normals(s, 3 * levels), normals(s + 1, batch * n), normals(s + 2, batch * n), normals(s + 3, batch * n));
+        let loss_host = |logits: &[f64], x: &[f64]| {
+            let layer = RelaxedPermutation::<B>::from_logits(n, logits.to_vec(), &device).unwrap();
+            let y = host(layer.forward_real(tensor2::<B>(x, batch, n, &device)).unwrap());
+            (0..y.len()).map(|i| a[i] * y[i] + 0.5 * c[i].abs() * y[i] * y[i]).sum::<f64>()
+        };
+        let layer = RelaxedPermutation::<A>::from_logits(n, logits.clone(), &device).unwrap();
+        let xt = tensor2::<A>(&x, batch, n, &device).require_grad();
+        let y = layer.forward_real(xt.clone()).unwrap();
+        let c_abs: Vec<f64> = c.iter().map(|v| v.abs()).collect();
+        let loss = (tensor2::<A>(&a, batch, n, &device) * y.clone()).sum()
+            + (tensor2::<A>(&c_abs, batch, n, &device) * y.clone() * y).sum().mul_scalar(0.5);
+        let grads = loss.backward();
+        let ad = [host(layer.logits.grad(&grads).unwrap()), host(xt.grad(&grads).unwrap())];
+        for (which, grad) in ad.iter().enumerate() {
+            let scale = grad.iter().fold(0.0f64, |m, g| m.max(g.abs()));
+            assert!(scale > 0.0, "n={n}: gradient {which} is identically zero");
+            for i in 0..grad.len() {
+                let eval = |delta: f64| {
+                    let (mut l, mut xx) = (logits.clone(), x.clone());
+                    if which == 0 {
+                        l[i] += delta
+                    } else {
+                        xx[i] += delta
+                    }
+                    loss_host(&l, &xx)
+                };
+                let h = RELAXED_FD_STEP;
+                let fd = (eval(h) - eval(-h)) / (2.0 * h);
+                let err = (fd - grad[i]).abs() / grad[i].abs().max(1e-3 * scale);
+                assert!(
+                    err <= RELAXED_FD_REL,
+                    "n={n} {} [{i}]: autodiff {} vs finite differences {fd} (rel err {err:e})",
+                    ["logits", "x"][which],
+                    grad[i]
+                );
+            }
+        }
+    }
+}
+
+/// The relaxed permutation is doubly stochastic at any logits, and at saturated logits it is the
+/// gather of its hardened permutation: separations alone give the bit reversal, no choice at all
+/// the identity.
+#[test]
+fn relaxed_permutation_is_doubly_stochastic_and_hardens_to_its_limit() {
+    use learned_fft::nn::{RelaxedPermutation, RelaxedPermutationConfig};
+    type B = NdArrayBackend<f64>;
+    let device = Default::default();
+    for n in [2usize, 4, 16, 64] {
+        let levels = (n.trailing_zeros() as usize).saturating_sub(1);
+        // Its matrix: row i is the layer applied to e_i (the layer is linear).
+        let eye: Vec<f64> = (0..n * n).map(|i| f64::from(u8::from(i / n == i % n))).collect();
+        let matrix =
+            |layer: &RelaxedPermutation<B>| host(layer.forward_real(tensor2::<B>(&eye, n, n, &device)).unwrap());
+        let layer = RelaxedPermutationConfig::new(n).with_seed(3).init::<B>(&device).unwrap();
+        let m = matrix(&layer);
+        for i in 0..n {
+            let (row, col) = ((0..n).map(|j| m[i * n + j]).sum::<f64>(), (0..n).map(|j| m[j * n + i]).sum::<f64>());
+            assert!((row - 1.0).abs() < 1e-12 && (col - 1.0).abs() < 1e-12, "n={n}: sums {row}, {col}");
+            assert!((0..n).all(|j| m[i * n + j] >= 0.0), "n={n}: a negative weight");
+        }
+        let saturated = |logits: Vec<f64>| RelaxedPermutation::<B>::from_logits(n, logits, &device).unwrap();
+        let separate_only = (0..levels).flat_map(|_| [40.0, -40.0, -40.0]).collect();
+        let bit_reversal = saturated(separate_only).harden().indices(n);
+        assert_eq!(bit_reversal, Permutation::BitReversal.indices(n), "n={n}");
+        assert_eq!(saturated(vec![-40.0; 3 * levels]).harden().indices(n), (0..n).collect::<Vec<_>>(), "n={n}");
+        let random = saturated(normals(n as u64, 3 * levels).iter().map(|v| 40.0 * v.signum()).collect());
+        let indices = random.harden().indices(n);
+        // Applied to e_i, the layer puts 1 where the gather reads i: y[k] = x[indices[k]].
+        let m = matrix(&random);
+        for i in 0..n {
+            for k in 0..n {
+                let expected = f64::from(u8::from(indices[k] == i));
+                assert!((m[i * n + k] - expected).abs() < 1e-12, "n={n}: entry ({i}, {k}) is {}", m[i * n + k]);
+            }
+        }
+    }
+}

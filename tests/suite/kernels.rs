@@ -49,17 +49,6 @@ where
     ]
 }
 
-/// A random permutation of `0..n` (Fisher–Yates, seeded).
-fn shuffled(n: usize, seed: u64) -> Vec<usize> {
-    use rand::{Rng, SeedableRng};
-    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
-    let mut v: Vec<usize> = (0..n).collect();
-    for i in (1..n).rev() {
-        v.swap(i, rng.random_range(0..=i));
-    }
-    v
-}
-
 /// The shared kernel checker: fused = reference for every N and batch, both permutations.
 fn check_kernel_matches_reference<B: Backend>(device: &B::Device)
 where

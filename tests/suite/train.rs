@@ -131,18 +131,10 @@ fn gauge_fixing_keeps_the_product() {
     let (fixed_re, fixed_im) = fix_gauge(&re, &im, n, &perms).expect("random unitary blocks have pivots");
     let matrix = |re: &[f64], im: &[f64]| {
         let per = re.len() / perms.len();
-        let mut m = learned_fft::ComplexMatrix::identity(n);
-        for (k, p) in perms.iter().enumerate() {
-            let f = learned_fft::reference::butterfly::matrix(
-                &re[k * per..(k + 1) * per],
-                &im[k * per..(k + 1) * per],
-                n,
-                &p.indices(n),
-            )
-            .unwrap();
-            m = f.matmul(&m).unwrap();
-        }
-        m
+        let indices: Vec<Vec<usize>> = perms.iter().map(|p| p.indices(n)).collect();
+        let factors =
+            indices.iter().enumerate().map(|(k, p)| (&re[k * per..(k + 1) * per], &im[k * per..(k + 1) * per], &p[..]));
+        learned_fft::reference::butterfly::product_matrix(n, factors).unwrap()
     };
     let err = matrix(&fixed_re, &fixed_im).rmse(&matrix(&re, &im)).unwrap();
     assert!(err <= 1e-14, "the gauge changed the product by rmse {err:e}");

@@ -2,6 +2,7 @@
 
 use std::f64::consts::PI;
 
+use learned_fft::reference::identify::{butterfly_permutation, F64_TOLERANCE};
 use learned_fft::reference::{butterfly, dft, factorizations, ComplexMatrix, FftNorm, Target};
 use learned_fft::{ButterflyInit, Permutation};
 use num_complex::Complex64;
@@ -186,6 +187,65 @@ fn bit_reversal_is_an_involution() {
         assert!(p.iter().enumerate().all(|(i, &j)| p[j] == i), "n={n}");
         if n >= 4 {
             assert_eq!(p[1], n / 2, "n={n}: bit reversal of 1");
+        }
+    }
+}
+
+/// The representative [`butterfly_permutation`] returns among the permutations that make
+/// `B · P` a butterfly: at every level the half holding the smaller index first, each half
+/// ordered the same way (exchanging the halves of a level keeps a butterfly a butterfly).
+fn canonical(p: &[usize]) -> Vec<usize> {
+    if p.len() <= 2 {
+        let mut v = p.to_vec();
+        v.sort_unstable();
+        return v;
+    }
+    let (a, b) = p.split_at(p.len() / 2);
+    let (a, b) = (canonical(a), canonical(b));
+    if a.iter().min() < b.iter().min() {
+        [a, b].concat()
+    } else {
+        [b, a].concat()
+    }
+}
+
+/// A random butterfly after a random permutation: the search recovers the permutation (as its
+/// representative), and finds none once one entry is changed.
+#[test]
+fn identification_recovers_the_permutation_of_a_random_butterfly() {
+    for n in [4, 8, 64, 256] {
+        for seed in 0..3 {
+            let (re, im) = ButterflyInit::RandomUnitary { seed }.twiddles(n);
+            let p0 = shuffled(n, 100 + seed);
+            let t = butterfly::matrix(&re, &im, n, &p0).unwrap();
+            let found = butterfly_permutation(&t, F64_TOLERANCE).unwrap();
+            assert_eq!(found, Some(canonical(&p0)), "n={n} seed={seed}");
+            // The found gather makes the matrix a butterfly: searching T·P⁻¹ gives the identity.
+            let perm = found.unwrap();
+            let undone = ComplexMatrix::from_fn(n, |r, c| t.get(r, perm[c]));
+            let again = butterfly_permutation(&undone, F64_TOLERANCE).unwrap();
+            assert_eq!(again, Some((0..n).collect()), "n={n} seed={seed}");
+            // One entry changed: rows 0 and n/2 no longer have two directions per half.
+            let broken = ComplexMatrix::from_fn(n, |r, c| t.get(r, c) + f64::from(u8::from(r == 0 && c == 0)) * 0.5);
+            assert_eq!(butterfly_permutation(&broken, F64_TOLERANCE).unwrap(), None, "n={n} seed={seed}");
+        }
+    }
+}
+
+/// The DFT and the iDFT are butterflies after the bit reversal, the Hadamard transform after
+/// the identity; the real transforms and convolution are not butterflies after any permutation
+/// (their classes are products, [`factorizations`]).
+#[test]
+fn identification_of_the_targets() {
+    for n in sizes_up_to(1024) {
+        let search = |t: &Target| butterfly_permutation(&t.matrix(n).unwrap(), F64_TOLERANCE).unwrap();
+        assert_eq!(search(&Target::Dft), Some(Permutation::BitReversal.indices(n)), "dft n={n}");
+        assert_eq!(search(&Target::Idft), Some(Permutation::BitReversal.indices(n)), "idft n={n}");
+        assert_eq!(search(&Target::Hadamard), Some((0..n).collect()), "hadamard n={n}");
+        if n >= 16 {
+            for t in [Target::Dct2, Target::Dst2, Target::Hartley, Target::Circulant { kernel: normals(5, n) }] {
+                assert_eq!(search(&t), None, "{:?} n={n}", t.kind());
+            }
         }
     }
 }

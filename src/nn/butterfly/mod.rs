@@ -13,8 +13,8 @@ use burn::tensor::{backend::Backend, Tensor};
 use crate::error::{check_power_of_two, Error, Result};
 use crate::memory;
 use crate::ops::butterfly::{butterfly_forward_reference, ButterflyOps, Permutation};
-use crate::reference::factorizations::{exact, Factor};
-use crate::reference::{self as truth, ComplexMatrix, FftNorm, Target};
+use crate::reference::factorizations::Factor;
+use crate::reference::{self as truth, ComplexMatrix, FftNorm};
 use crate::tensors::{eye, float_tensor, to_f64_vec};
 
 /// Configuration of a [`Butterfly`].
@@ -238,18 +238,6 @@ impl<B: Backend> Butterfly<B> {
         let shape = [log_n, n / 2, 2, 2];
         let param = |v: &[f64]| Param::from_tensor(float_tensor::<B, 4>(v.to_vec(), shape, device));
         Ok(Butterfly { twiddle_re: param(&factor.re), twiddle_im: param(&factor.im), n, permutation })
-    }
-}
-
-/// The layer of `target`'s exact factorization at size `n` on `B`, when it is a single
-/// butterfly (see [`crate::reference::factorizations`]); `None` otherwise.
-///
-/// # Errors
-/// Those of [`crate::reference::factorizations::exact`].
-pub fn exact_butterfly<B: Backend>(target: &Target, n: usize, device: &B::Device) -> Result<Option<Butterfly<B>>> {
-    match exact(target, n)? {
-        Some(f) if f.factors().len() == 1 => Butterfly::from_factor(&f.factors()[0], device).map(Some),
-        _ => Ok(None),
     }
 }
 
