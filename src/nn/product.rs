@@ -228,19 +228,21 @@ pub fn product_forward<B: ButterflyOps>(
     })
 }
 
-/// The permutations of the model class that represents `target` exactly at size `n` (one per
-/// factor). A target of one factor gets the permutation that makes its matrix a butterfly,
-/// found from the matrix ([`crate::reference::identify`]); a product takes those of its exact
-/// factorization ([`crate::reference::factorizations`]).
+/// The permutations of the model class that represents `target` exactly (one per factor), at
+/// the size of `dense`, the target's matrix ([`Target::matrix`]). A target of one factor gets
+/// the permutation that makes `dense` a butterfly, found from it
+/// ([`crate::reference::identify`]); a product takes those of its exact factorization
+/// ([`crate::reference::factorizations`]).
 ///
 /// # Errors
-/// [`Error::InvalidInput`] when `n` is not a power of two ≥ 2, or a one-factor target is not a
-/// butterfly after any permutation; [`Error::OutOfMemory`] when its dense matrix does not fit.
-pub fn model_permutations(target: &Target, n: usize) -> Result<Vec<Permutation>> {
+/// [`Error::InvalidInput`] when the size is not a power of two ≥ 2, or a one-factor target is
+/// not a butterfly after any permutation.
+pub fn model_permutations(target: &Target, dense: &ComplexMatrix) -> Result<Vec<Permutation>> {
+    let n = dense.n();
     if factor_count(target) > 1 {
         return permutations(target, n)?.into_iter().map(Permutation::gather).collect();
     }
-    let found = butterfly_permutation(&target.matrix(n)?, F64_TOLERANCE)?;
+    let found = butterfly_permutation(dense, F64_TOLERANCE)?;
     let perm = found.ok_or_else(|| {
         Error::invalid(
             "model",

@@ -63,20 +63,31 @@ fn split(rows: Vec<Vec<Complex64>>, cols: Vec<usize>, tol: f64) -> Option<Vec<us
     }
     let h = m / 2;
     let mut colours = Colouring::new(m);
+    // Once one component spans every column the halves are known (up to exchanging them): the
+    // remaining pairs are only checked, each half's columns against its first one.
+    let mut halves: Option<Vec<bool>> = None;
     for p in 0..h {
         let (a, b) = (&rows[p], &rows[p + h]);
-        let scale = ((norm_sqr(a) + norm_sqr(b)) / m as f64).sqrt();
-        if scale == 0.0 {
+        let scale_sqr = (norm_sqr(a) + norm_sqr(b)) / m as f64;
+        if scale_sqr == 0.0 {
+            continue;
+        }
+        let zero = |j: usize| a[j].norm_sqr() + b[j].norm_sqr() <= tol * tol * scale_sqr;
+        if let Some(left) = &halves {
+            let mut first: [Option<usize>; 2] = [None, None];
+            for j in (0..m).filter(|&j| !zero(j)) {
+                match first[usize::from(left[j])] {
+                    Some(r) if !parallel((a[r], b[r]), (a[j], b[j]), tol) => return None,
+                    Some(_) => {}
+                    None => first[usize::from(left[j])] = Some(j),
+                }
+            }
             continue;
         }
         // One representative column per direction; a third direction rules out every split.
         let mut reps: Vec<usize> = Vec::with_capacity(2);
-        for j in 0..m {
+        for j in (0..m).filter(|&j| !zero(j)) {
             let v = (a[j], b[j]);
-            let len = (v.0.norm_sqr() + v.1.norm_sqr()).sqrt();
-            if len <= tol * scale {
-                continue;
-            }
             match reps.iter().position(|&r| parallel((a[r], b[r]), v, tol)) {
                 Some(0) => colours.join(reps[0], j, false)?,
                 Some(_) => colours.join(reps[0], j, true)?,
@@ -88,8 +99,14 @@ fn split(rows: Vec<Vec<Complex64>>, cols: Vec<usize>, tol: f64) -> Option<Vec<us
                 None => return None,
             }
         }
+        if colours.components == 1 {
+            halves = Some(colours.balanced(h)?);
+        }
     }
-    let left = colours.balanced(h)?;
+    let left = match halves {
+        Some(left) => left,
+        None => colours.balanced(h)?,
+    };
     // The half holding the smallest original column comes first.
     let (mut first, mut second): (Vec<usize>, Vec<usize>) = (0..m).partition(|&j| left[j]);
     if second.iter().map(|&j| cols[j]).min() < first.iter().map(|&j| cols[j]).min() {
@@ -101,13 +118,9 @@ fn split(rows: Vec<Vec<Complex64>>, cols: Vec<usize>, tol: f64) -> Option<Vec<us
         // multiples of it where the split is right; the recursion checks the rest).
         let sub: Vec<Vec<Complex64>> = (0..h)
             .map(|p| {
-                let pick = |r: &Vec<Complex64>| half.iter().map(|&j| r[j]).collect::<Vec<_>>();
-                let (a, b) = (pick(&rows[p]), pick(&rows[p + h]));
-                if norm_sqr(&a) >= norm_sqr(&b) {
-                    a
-                } else {
-                    b
-                }
+                let on_half = |r: &[Complex64]| half.iter().map(|&j| r[j].norm_sqr()).sum::<f64>();
+                let r = if on_half(&rows[p]) >= on_half(&rows[p + h]) { &rows[p] } else { &rows[p + h] };
+                half.iter().map(|&j| r[j]).collect()
             })
             .collect();
         order.extend(split(sub, half.iter().map(|&j| cols[j]).collect(), tol)?);
@@ -121,9 +134,8 @@ fn norm_sqr(v: &[Complex64]) -> f64 {
 
 /// Whether two nonzero 2-vectors are parallel: |det| ≤ tol · |u| · |v|.
 fn parallel(u: (Complex64, Complex64), v: (Complex64, Complex64), tol: f64) -> bool {
-    let det = (u.0 * v.1 - u.1 * v.0).norm();
-    let lens = ((u.0.norm_sqr() + u.1.norm_sqr()) * (v.0.norm_sqr() + v.1.norm_sqr())).sqrt();
-    det <= tol * lens
+    let det = (u.0 * v.1 - u.1 * v.0).norm_sqr();
+    det <= tol * tol * (u.0.norm_sqr() + u.1.norm_sqr()) * (v.0.norm_sqr() + v.1.norm_sqr())
 }
 
 /// A two-colouring under constraints "same colour" / "different colours", kept as a union–find
@@ -132,26 +144,29 @@ struct Colouring {
     parent: Vec<usize>,
     /// Parity relative to the parent.
     parity: Vec<bool>,
+    /// The number of components.
+    components: usize,
 }
 
 impl Colouring {
     fn new(m: usize) -> Self {
-        Colouring { parent: (0..m).collect(), parity: vec![false; m] }
+        Colouring { parent: (0..m).collect(), parity: vec![false; m], components: m }
     }
 
     /// The root of `i` and `i`'s parity relative to it (compressing the path).
     fn find(&mut self, i: usize) -> (usize, bool) {
-        let mut path = Vec::new();
-        let mut root = i;
+        let (mut root, mut parity) = (i, false);
         while self.parent[root] != root {
-            path.push(root);
+            parity ^= self.parity[root];
             root = self.parent[root];
         }
-        let mut parity = false;
-        for &v in path.iter().rev() {
-            parity ^= self.parity[v];
-            self.parity[v] = parity;
+        // Point every node on the path at the root, with its parity relative to the root.
+        let (mut v, mut pv) = (i, parity);
+        while v != root && self.parent[v] != root {
+            let (next, next_parity) = (self.parent[v], pv ^ self.parity[v]);
             self.parent[v] = root;
+            self.parity[v] = pv;
+            (v, pv) = (next, next_parity);
         }
         (root, parity)
     }
@@ -164,6 +179,7 @@ impl Colouring {
         }
         self.parent[rj] = ri;
         self.parity[rj] = pi ^ pj ^ differ;
+        self.components -= 1;
         Some(())
     }
 
@@ -171,16 +187,16 @@ impl Colouring {
     /// flipped as a whole; the sizes are matched by a subset sum over the components.
     fn balanced(&mut self, h: usize) -> Option<Vec<bool>> {
         let m = self.parent.len();
-        let mut comps: Vec<(usize, [usize; 2])> = Vec::new();
+        let mut comps: Vec<[usize; 2]> = Vec::new();
         let mut index = vec![usize::MAX; m];
         let comp_of: Vec<usize> = (0..m)
             .map(|i| {
                 let (root, parity) = self.find(i);
                 if index[root] == usize::MAX {
                     index[root] = comps.len();
-                    comps.push((root, [0, 0]));
+                    comps.push([0, 0]);
                 }
-                comps[index[root]].1[usize::from(parity)] += 1;
+                comps[index[root]][usize::from(parity)] += 1;
                 index[root]
             })
             .collect();
@@ -188,7 +204,7 @@ impl Colouring {
         // the orientation of each component backwards.
         let mut reach = vec![vec![false; h + 1]; comps.len() + 1];
         reach[0][0] = true;
-        for (c, (_, sizes)) in comps.iter().enumerate() {
+        for (c, sizes) in comps.iter().enumerate() {
             for s in 0..=h {
                 if reach[c][s] {
                     for &k in sizes {
@@ -206,7 +222,7 @@ impl Colouring {
         let mut flip = vec![false; comps.len()];
         let mut s = h;
         for c in (0..comps.len()).rev() {
-            let sizes = comps[c].1;
+            let sizes = comps[c];
             let zero_side = s >= sizes[0] && reach[c][s - sizes[0]];
             flip[c] = !zero_side;
             s -= if zero_side { sizes[0] } else { sizes[1] };

@@ -87,8 +87,9 @@ impl<'a, B: FftBackend> Run<'a, B> {
         let factors = factor_count(&cfg.target);
         let what = || format!("training at N = {n} ({}, dense N×N objective)", Precision::of::<B>());
         memory::ensure("train", what, objective::bytes_needed(n, factors, float))?;
-        let objective = Objective::<B>::new(&cfg.target, n, device)?;
-        let inner_objective = Objective::<B::InnerBackend>::new(&cfg.target, n, device)?;
+        let dense = cfg.target.matrix(n)?;
+        let objective = Objective::<B>::from_matrix(&dense, device);
+        let inner_objective = Objective::<B::InnerBackend>::from_matrix(&dense, device);
         let floor_device = match exact_product::<B::InnerBackend>(&cfg.target, n, device)? {
             Some(exact) => {
                 let (re, im) = exact.stacked_twiddles();
@@ -103,7 +104,7 @@ impl<'a, B: FftBackend> Run<'a, B> {
             (Some(path), true) => resume::<B>(path, cfg, device)?,
             (None, true) => return Err(Error::invalid("train.resume", "a checkpoint directory", "none")),
             (_, false) => {
-                let perms = model_permutations(&cfg.target, n)?;
+                let perms = model_permutations(&cfg.target, &dense)?;
                 (fresh_layer(cfg, perms, 0, device)?, new_optim::<B>(), TrainState::start(), Vec::new())
             }
         };
