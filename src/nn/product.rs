@@ -3,20 +3,22 @@
 //!
 //! Dao et al. (ICML 2019) call one factor **BP** (a permutation, then a butterfly) and two
 //! **BPBP**; the DFT is one factor, convolution two, and the real transforms (Hartley, DCT-II,
-//! DST-II) three here ([`crate::reference::factorizations`] has each construction). The trainer
-//! fits a [`ButterflyProduct`] with the permutations of [`model_permutations`].
+//! DST-II) one factor followed by a pairing of outputs k and −k, two more factors of which only
+//! one stage is learned ([`crate::reference::factorizations`] has each construction). The trainer
+//! fits a [`ButterflyProduct`] in the target's [`model_class`].
 
 use burn::config::Config;
-use burn::module::Module;
+use burn::module::{Module, Param};
 use burn::tensor::{backend::Backend, Tensor};
 
 use super::butterfly::{dense_on_backend, Butterfly, ButterflyConfig, ButterflyInit};
 use crate::error::{check_power_of_two, Error, Result};
 use crate::ops::butterfly::{ButterflyOps, Permutation};
 use crate::reference::butterfly::product_matrix;
-use crate::reference::factorizations::{exact, factor_count, permutations, Factorization};
+use crate::reference::factorizations::{exact, factor_count, learned_stages, permutations, Factorization};
 use crate::reference::identify::{butterfly_permutation, F64_TOLERANCE};
 use crate::reference::{ComplexMatrix, Target};
+use crate::tensors::float_tensor;
 
 /// Configuration of a [`ButterflyProduct`].
 #[derive(Config, Debug)]
@@ -228,19 +230,93 @@ pub fn product_forward<B: ButterflyOps>(
     })
 }
 
-/// The permutations of the model class that represents `target` exactly (one per factor), at
-/// the size of `dense`, the target's matrix ([`Target::matrix`]). A target of one factor gets
-/// the permutation that makes `dense` a butterfly, found from it
-/// ([`crate::reference::identify`]); a product takes those of its exact factorization
-/// ([`crate::reference::factorizations`]).
+/// The model class that represents a target exactly ([`model_class`]): a product of
+/// (permutation, butterfly) factors of which some stages may be fixed permutations.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ModelClass {
+    /// Each factor's input permutation, the first applied first.
+    pub permutations: Vec<Permutation>,
+    /// Whether each stage of the stacked factors is learned (factor-major, `K · log2 N`).
+    pub learned: Vec<bool>,
+    /// The stacked twiddles `(re, im)` (`[K · log2 N, N/2, 2, 2]` row-major, f64) whose stages
+    /// that are not learned the model keeps; `None` when every stage is learned.
+    pub fixed: Option<(Vec<f64>, Vec<f64>)>,
+}
+
+impl ModelClass {
+    /// 1 for every twiddle entry of a learned stage, 0 elsewhere, as the stacked twiddles.
+    pub fn stage_mask(&self, n: usize) -> Vec<f64> {
+        let per_stage = 2 * n;
+        self.learned.iter().flat_map(|&l| std::iter::repeat_n(if l { 1.0 } else { 0.0 }, per_stage)).collect()
+    }
+
+    /// `product` with the stages that are not learned set to their fixed values (the learned
+    /// ones as they were); the product itself when every stage is learned.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] when the product's factors or size differ from the class's.
+    pub fn impose<B: Backend>(&self, product: ButterflyProduct<B>) -> Result<ButterflyProduct<B>> {
+        let Some((fixed_re, fixed_im)) = &self.fixed else { return Ok(product) };
+        let n = product.n();
+        let log_n = n.trailing_zeros() as usize;
+        let per_factor = log_n * 2 * n;
+        if product.len() * per_factor != fixed_re.len() || self.learned.len() != product.len() * log_n {
+            return Err(Error::invalid(
+                "model_class.impose",
+                format!("{} stages of size {}", self.learned.len(), fixed_re.len() / self.learned.len().max(1) / 2),
+                format!("{} factors of size {n}", product.len()),
+            ));
+        }
+        let factors = product
+            .factors
+            .into_iter()
+            .enumerate()
+            .map(|(k, mut f)| {
+                let learned = &self.learned[k * log_n..(k + 1) * log_n];
+                if learned.iter().all(|&l| l) {
+                    return f;
+                }
+                let (mut re, mut im) = f.twiddles_f64();
+                for (s, _) in learned.iter().enumerate().filter(|(_, &l)| !l) {
+                    let (a, b) = (s * 2 * n, (s + 1) * 2 * n);
+                    re[a..b].copy_from_slice(&fixed_re[k * per_factor + a..k * per_factor + b]);
+                    im[a..b].copy_from_slice(&fixed_im[k * per_factor + a..k * per_factor + b]);
+                }
+                let device = f.twiddle_re.device();
+                let shape = [log_n, n / 2, 2, 2];
+                let param = |v: Vec<f64>| Param::from_tensor(float_tensor::<B, 4>(v, shape, &device).require_grad());
+                f.twiddle_re = param(re);
+                f.twiddle_im = param(im);
+                f
+            })
+            .collect();
+        Ok(ButterflyProduct { factors })
+    }
+}
+
+/// The model class that represents `target` exactly, at the size of `dense`, the target's
+/// matrix ([`Target::matrix`]). A target of one factor gets the permutation that makes `dense`
+/// a butterfly, found from it ([`crate::reference::identify`]), and learns every stage; a
+/// product takes the permutations of its exact factorization, and learns the stages of
+/// [`learned_stages`] ([`crate::reference::factorizations`] has the construction).
 ///
 /// # Errors
 /// [`Error::InvalidInput`] when the size is not a power of two ≥ 2, or a one-factor target is
 /// not a butterfly after any permutation.
-pub fn model_permutations(target: &Target, dense: &ComplexMatrix) -> Result<Vec<Permutation>> {
+pub fn model_class(target: &Target, dense: &ComplexMatrix) -> Result<ModelClass> {
     let n = dense.n();
+    let learned = learned_stages(target, n)?;
     if factor_count(target) > 1 {
-        return permutations(target, n)?.into_iter().map(Permutation::gather).collect();
+        let permutations = permutations(target, n)?.into_iter().map(Permutation::gather).collect::<Result<_>>()?;
+        let fixed = match learned.iter().all(|&l| l) {
+            true => None,
+            false => exact(target, n)?.map(|f| {
+                let re = f.factors().iter().flat_map(|f| f.re.iter().copied()).collect();
+                let im = f.factors().iter().flat_map(|f| f.im.iter().copied()).collect();
+                (re, im)
+            }),
+        };
+        return Ok(ModelClass { permutations, learned, fixed });
     }
     let found = butterfly_permutation(dense, F64_TOLERANCE)?;
     let perm = found.ok_or_else(|| {
@@ -250,7 +326,7 @@ pub fn model_permutations(target: &Target, dense: &ComplexMatrix) -> Result<Vec<
             format!("{:?} at N = {n}, which is not", target.kind()),
         )
     })?;
-    Ok(vec![Permutation::gather(perm)?])
+    Ok(ModelClass { permutations: vec![Permutation::gather(perm)?], learned, fixed: None })
 }
 
 /// The exact factorization of `target` at size `n` as a [`ButterflyProduct`] on `B` (`None`

@@ -19,7 +19,8 @@
 //! set bit. Conjugated by the permutation `C` that, when the top bit is set, flips those bits
 //! below the top one, the partners differ only in the top bit: pass A is `C` (uniformly
 //! controlled swaps in stages 0 … L−2) then the 2×2 blocks of `M` at stride N/2 in stage L−1;
-//! pass B is `C` again (`C` is an involution).
+//! pass B is `C` again (`C` is an involution). Only that one stage carries values: the model
+//! class of these three targets learns BP and it, and keeps `C` fixed ([`learned_stages`]).
 
 use std::f64::consts::{FRAC_1_SQRT_2, PI};
 
@@ -105,6 +106,28 @@ pub fn factor_count(target: &Target) -> usize {
         Target::Circulant { .. } => 2,
         Target::Hartley | Target::Dct2 | Target::Dst2 => 3,
     }
+}
+
+/// Which stages of `target`'s model class are learned, one flag per stage of the stacked factors
+/// (`K · log2 n`, factor-major, K = [`factor_count`]); the others are fixed to those of its exact
+/// factorization ([`exact`]), which there are permutations (every block `[[1, 0], [0, 1]]` or
+/// `[[0, 1], [1, 0]]`, up to a row swap), like the factors' input permutations.
+///
+/// Every stage is learned except in the pairing `M` of Hartley, DCT-II and DST-II (see the module
+/// docs): `M = C S C`, where `C` is a fixed permutation and `S` one stage of N/2 blocks at stride
+/// N/2, so only pass A's last stage (`S`) is learned, and the model is **BP** followed by one
+/// learned stage between two fixed permutations: log2 N + 1 learned stages where three free
+/// factors would have 3 log2 N.
+///
+/// # Errors
+/// [`Error::InvalidInput`] when `n` is not a power of two ≥ 2.
+pub fn learned_stages(target: &Target, n: usize) -> Result<Vec<bool>> {
+    check_power_of_two("factorization", n)?;
+    let log_n = n.trailing_zeros() as usize;
+    Ok(match factor_count(target) {
+        3 => (0..3 * log_n).map(|g| g < log_n || g == 2 * log_n - 1).collect(),
+        k => vec![true; k * log_n],
+    })
 }
 
 /// The input permutations (gather indices) of the factors of `target`'s exact factorization at

@@ -57,7 +57,7 @@ impl<B: FftBackend> Run<'_, B> {
             self.save()?;
         }
         self.stop_if_asked()?;
-        let grads = GradientsParams::from_grads(loss.backward(), &self.layer);
+        let grads = self.mask_fixed(GradientsParams::from_grads(loss.backward(), &self.layer));
         self.layer = self.optim.step(lr, self.layer.clone(), grads);
         self.state.step += 1;
         self.state.attempt_step += 1;

@@ -4,9 +4,10 @@
 //! `D B_g` and the next stage by `B_{g+1} D⁻¹` leaves the product unchanged (across a factor
 //! boundary the diagonal passes through the next factor's permutation). Training from random
 //! weights lands on an arbitrary member of that family. [`fix_gauge`] picks the member in which
-//! every row of every block of every stage but the very last has its **pivot** exactly 1: the
+//! every row of every block of every learned stage but the last has its **pivot** exactly 1: the
 //! first entry, unless it is less than half the second in magnitude (then the second: a swap's
-//! row `(0, 1)` keeps its 1 where it is). The last stage of the last factor absorbs the scale.
+//! row `(0, 1)` keeps its 1 where it is). The last learned stage absorbs the scale; a fixed
+//! permutation stage ([`crate::nn::ModelClass`]) passes the diagonal through unchanged.
 //! For the DFT this is the textbook radix-2 gauge `[[1, w], [1, −w]]`: in it the f32 rounding of
 //! the exact twiddles costs 0.16…0.56 × the floor (the floor is measured with unitary blocks,
 //! whose every entry carries a rounded 1/√2), so an f32 training that polishes to the gauge's
@@ -38,35 +39,62 @@ fn at(n: usize, g: usize, b: usize, r: usize, c: usize) -> usize {
     ((g * n / 2 + b) * 2 + r) * 2 + c
 }
 
-/// The (block, row or column) of a stage of stride `2^s` that touches position `p`.
-fn slot(p: usize, s: usize) -> (usize, usize) {
-    let st = 1usize << s;
-    ((p / (2 * st)) * st + p % st, (p / st) % 2)
-}
-
 /// The stacked twiddles (`re`, `im`: `[K · log2 n, n/2, 2, 2]` row-major, K = `perms.len()`)
-/// rescaled so that every block row of every stage but the last has its pivot exactly 1, the
-/// product unchanged (up to rounding). `None` where a pivot is too small to divide by (see
-/// [`MIN_RELATIVE_PIVOT`]) or not finite.
-pub fn fix_gauge(re: &[f64], im: &[f64], n: usize, perms: &[Permutation]) -> Option<(Vec<f64>, Vec<f64>)> {
+/// rescaled so that every block row of every learned stage but the last learned one has its
+/// pivot exactly 1, the product unchanged (up to rounding). `learned` flags each stage (see
+/// [`crate::nn::ModelClass`]); a stage that is not learned is a permutation (one nonzero per
+/// block row) and stays as it is: the scaling passes through it to the next learned stage.
+/// `None` where a pivot is too small to divide by (see [`MIN_RELATIVE_PIVOT`]) or not finite,
+/// or a stage that is not learned is not a permutation.
+pub fn fix_gauge(
+    re: &[f64],
+    im: &[f64],
+    n: usize,
+    perms: &[Permutation],
+    learned: &[bool],
+) -> Option<(Vec<f64>, Vec<f64>)> {
     let log_n = n.trailing_zeros() as usize;
     let stages = perms.len() * log_n;
-    if log_n == 0 || re.len() != stages * n * 2 || im.len() != re.len() {
+    if log_n == 0 || re.len() != stages * n * 2 || im.len() != re.len() || learned.len() != stages {
         return None;
     }
     let mut t: Vec<Complex64> = re.iter().zip(im).map(|(&a, &b)| Complex64::new(a, b)).collect();
-    let inverses: Vec<Vec<usize>> = perms
-        .iter()
-        .map(|p| {
-            let mut inv = vec![0; n];
-            for (i, j) in p.indices(n).into_iter().enumerate() {
-                inv[j] = i;
-            }
-            inv
-        })
-        .collect();
-    for g in 0..stages.saturating_sub(1) {
+    let Some(last) = learned.iter().rposition(|&l| l) else { return Some((re.to_vec(), im.to_vec())) };
+    let one = Complex64::new(1.0, 0.0);
+    // The scaling still owed to each input position of stage g (a diagonal moved past stage g−1).
+    let mut owed = vec![one; n];
+    for g in 0..=last {
         let s = g % log_n;
+        if s == 0 && g > 0 {
+            // Input position q of a factor's first stage reads the previous output at perm[q].
+            let gather = perms[g / log_n].indices(n);
+            owed = gather.iter().map(|&p| owed[p]).collect();
+        }
+        // The position that row or column r of block b touches.
+        let st = 1usize << s;
+        let position = |b: usize, r: usize| 2 * st * (b / st) + b % st + r * st;
+        let mut next = vec![one; n];
+        if !learned[g] {
+            for b in 0..n / 2 {
+                for r in 0..2 {
+                    let nonzero: Vec<usize> = (0..2).filter(|&c| t[at(n, g, b, r, c)].norm() != 0.0).collect();
+                    let &[c] = nonzero.as_slice() else { return None };
+                    next[position(b, r)] = owed[position(b, c)];
+                }
+            }
+            owed = next;
+            continue;
+        }
+        for b in 0..n / 2 {
+            for r in 0..2 {
+                for c in 0..2 {
+                    t[at(n, g, b, r, c)] *= owed[position(b, c)];
+                }
+            }
+        }
+        if g == last {
+            break;
+        }
         let stage = &t[at(n, g, 0, 0, 0)..at(n, g + 1, 0, 0, 0)];
         let rms = (stage.iter().map(|z| z.norm_sqr()).sum::<f64>() / stage.len() as f64).sqrt();
         for b in 0..n / 2 {
@@ -77,28 +105,31 @@ pub fn fix_gauge(re: &[f64], im: &[f64], n: usize, perms: &[Permutation]) -> Opt
                     return None;
                 }
                 t[at(n, g, b, r, 1 - c)] /= d;
-                t[at(n, g, b, r, c)] = Complex64::new(1.0, 0.0);
-                // The output position this row writes, and where the next stage reads it.
-                let st = 1usize << s;
-                let p = 2 * st * (b / st) + b % st + r * st;
-                let (next_s, q) = if s + 1 < log_n { (s + 1, p) } else { (0, inverses[g / log_n + 1][p]) };
-                let (nb, nc) = slot(q, next_s);
-                for nr in 0..2 {
-                    t[at(n, g + 1, nb, nr, nc)] *= d;
-                }
+                t[at(n, g, b, r, c)] = one;
+                next[position(b, r)] = d;
             }
         }
+        owed = next;
     }
     Some((t.iter().map(|z| z.re).collect(), t.iter().map(|z| z.im).collect()))
 }
 
-/// 1 for the twiddle entries the polish phase trains, 0 for those [`fix_gauge`] pins (the pivot
-/// of every block row in every stage but the last), as the twiddles `re`, `im` (stacked,
-/// `[G, n/2, 2, 2]`) stand.
-pub fn gauge_mask(re: &[f64], im: &[f64], n: usize) -> Vec<f64> {
+/// 1 for the twiddle entries the polish phase trains, 0 for those it keeps: every entry of a
+/// stage that is not learned (`learned`, one flag per stage), and those [`fix_gauge`] pins (the
+/// pivot of every block row in every learned stage but the last learned one), as the twiddles
+/// `re`, `im` (stacked, `[G, n/2, 2, 2]`) stand.
+pub fn gauge_mask(re: &[f64], im: &[f64], n: usize, learned: &[bool]) -> Vec<f64> {
     let stages = re.len() / (2 * n);
     let mut mask = vec![1.0; re.len()];
-    for g in 0..stages.saturating_sub(1) {
+    let last = learned.iter().rposition(|&l| l);
+    for g in 0..stages {
+        if !learned.get(g).copied().unwrap_or(true) {
+            mask[at(n, g, 0, 0, 0)..at(n, g + 1, 0, 0, 0)].fill(0.0);
+            continue;
+        }
+        if Some(g) == last {
+            continue;
+        }
         for b in 0..n / 2 {
             for r in 0..2 {
                 let z = |c| Complex64::new(re[at(n, g, b, r, c)], im[at(n, g, b, r, c)]);

@@ -1,14 +1,16 @@
 //! Training a butterfly, or a product of butterflies, to reproduce a target transform from
 //! random weights.
 //!
-//! The model is the target's class ([`crate::nn::model_permutations`]): a
+//! The model is the target's class ([`crate::nn::model_class`]): a
 //! [`crate::nn::ButterflyProduct`] of K (permutation, butterfly) factors (K = 1 for the DFT, the
-//! iDFT and the Hadamard transform, 2 for the circulant, 3 for the Hartley transform, the DCT-II
-//! and the DST-II). With one factor, the permutation is found from the target's matrix
-//! ([`crate::reference::identify`]: the bit reversal for the DFT, the identity for the
-//! Hadamard transform, any permutation for a matrix of that class); a product takes the
-//! permutations of the target's exact factorization. The first factor
-//! starts from Haar-random unitary blocks, the others near the identity.
+//! iDFT and the Hadamard transform, 2 for the circulant; for the Hartley transform, the DCT-II
+//! and the DST-II one factor and the pairing `M = C S C`, whose permutations `C` are fixed stages
+//! and whose one stage `S` is learned). With one factor, the permutation is found from the
+//! target's matrix ([`crate::reference::identify`]: the bit reversal for the DFT, the identity
+//! for the Hadamard transform, any permutation for a matrix of that class); a product takes the
+//! permutations of the target's exact factorization. The first factor starts from Haar-random
+//! unitary blocks, the others' learned stages near the identity; Adam's gradients and the
+//! polish's steps leave the fixed stages exactly as they are.
 //!
 //! # Method
 //! 1. **Adam** (cosine learning-rate decay) on the identity-basis loss
@@ -17,7 +19,7 @@
 //! 2. **Levenberg–Marquardt** ([`lm`]), matrix-free with conjugate gradients, on every
 //!    twiddle until the loss stops falling (the float type's precision) or `stop_rmse`.
 //! 3. **Gauge fixing** ([`gauge`]): the twiddles are rescaled, without changing the product, so
-//!    that every block row of every stage but the last has its pivot exactly 1 (for the DFT the
+//!    that every block row of every learned stage but the last has its pivot exactly 1 (for the DFT the
 //!    textbook `[[1, w], [1, −w]]`), where f32 rounding costs least; a second
 //!    Levenberg–Marquardt polish trains the other entries until the loss stops falling again
 //!    (`fix_gauge = false` skips this stage).

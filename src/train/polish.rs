@@ -53,9 +53,13 @@ impl<B: FftBackend> Run<'_, B> {
         let n = self.cfg.n;
         let mask = if self.state.gauge_fixed {
             let (re, im) = (to_f64_vec(theta.re.clone()), to_f64_vec(theta.im.clone()));
-            float_tensor::<B::InnerBackend, 4>(gauge_mask(&re, &im, n), theta.re.dims(), self.device)
+            float_tensor::<B::InnerBackend, 4>(
+                gauge_mask(&re, &im, n, &self.class.learned),
+                theta.re.dims(),
+                self.device,
+            )
         } else {
-            theta.re.ones_like()
+            float_tensor::<B::InnerBackend, 4>(self.class.stage_mask(n), theta.re.dims(), self.device)
         };
         let objective = self.inner_objective.clone();
         let perms = self.perms.clone();
@@ -97,7 +101,7 @@ impl<B: FftBackend> Run<'_, B> {
         let theta = self.twiddles();
         let dims = theta.re.dims();
         let (re, im) = (to_f64_vec(theta.re), to_f64_vec(theta.im));
-        let Some((re, im)) = fix_gauge(&re, &im, self.cfg.n, &self.perms) else { return false };
+        let Some((re, im)) = fix_gauge(&re, &im, self.cfg.n, &self.perms, &self.class.learned) else { return false };
         let on_device = |v: Vec<f64>| float_tensor::<B::InnerBackend, 4>(v, dims, self.device);
         self.set_twiddles(Twiddles { re: on_device(re), im: on_device(im) });
         self.state.gauge_fixed = true;

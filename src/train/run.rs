@@ -10,7 +10,7 @@ use burn::lr_scheduler::cosine::{CosineAnnealingLrScheduler, CosineAnnealingLrSc
 use burn::lr_scheduler::LrScheduler;
 use burn::module::Param;
 use burn::optim::adaptor::OptimizerAdaptor;
-use burn::optim::{Adam, AdamConfig, Optimizer};
+use burn::optim::{Adam, AdamConfig, GradientsParams, Optimizer};
 use burn::tensor::Tensor;
 
 use super::checkpoint::{self, Checkpoint, DirLock, CONFIG_FILE};
@@ -24,9 +24,10 @@ use crate::backend::{FftBackend, Precision};
 use crate::error::{Error, Result};
 use crate::files;
 use crate::memory;
-use crate::nn::{exact_product, model_permutations, ButterflyInit, ButterflyProduct, ButterflyProductConfig};
+use crate::nn::{exact_product, model_class, ButterflyInit, ButterflyProduct, ButterflyProductConfig, ModelClass};
 use crate::ops::Permutation;
 use crate::reference::factorizations::factor_count;
+use crate::tensors::float_tensor;
 
 /// The initial log2 of the Levenberg–Marquardt damping.
 pub(super) const INITIAL_LOG2_LAMBDA: i32 = -10;
@@ -63,6 +64,11 @@ pub(super) struct Run<'a, B: FftBackend> {
     pub state: TrainState,
     /// The factors' permutations (fixed during the run).
     pub perms: Vec<Permutation>,
+    /// The target's model class: which stages are learned, and the others' values.
+    pub class: ModelClass,
+    /// Per factor, 1 where a twiddle is learned and 0 where the class fixes it (`None` when
+    /// every stage is learned): Adam's gradients are masked by it.
+    learned_mask: Option<Vec<Tensor<B::InnerBackend, 4>>>,
     pub resumed_from: Option<usize>,
     /// Progress records so far, one per (step, phase, attempt): saved in every checkpoint.
     history: Vec<Progress>,
@@ -90,6 +96,7 @@ impl<'a, B: FftBackend> Run<'a, B> {
         let dense = cfg.target.matrix(n)?;
         let objective = Objective::<B>::from_matrix(&dense, device);
         let inner_objective = Objective::<B::InnerBackend>::from_matrix(&dense, device);
+        let class = model_class(&cfg.target, &dense)?;
         let floor_device = match exact_product::<B::InnerBackend>(&cfg.target, n, device)? {
             Some(exact) => {
                 let (re, im) = exact.stacked_twiddles();
@@ -103,10 +110,7 @@ impl<'a, B: FftBackend> Run<'a, B> {
         let (layer, optim, state, history) = match (&ckpt_path, options.resume) {
             (Some(path), true) => resume::<B>(path, cfg, device)?,
             (None, true) => return Err(Error::invalid("train.resume", "a checkpoint directory", "none")),
-            (_, false) => {
-                let perms = model_permutations(&cfg.target, &dense)?;
-                (fresh_layer(cfg, perms, 0, device)?, new_optim::<B>(), TrainState::start(), Vec::new())
-            }
+            (_, false) => (fresh_layer(cfg, &class, 0, device)?, new_optim::<B>(), TrainState::start(), Vec::new()),
         };
         let resumed_from = options.resume.then_some(state.step);
         let schedule = schedule::<B>(cfg, state.attempt_step)?;
@@ -117,6 +121,13 @@ impl<'a, B: FftBackend> Run<'a, B> {
         }
         let tb = cfg.log_dir.as_ref().map(TensorBoard::open).transpose()?;
         let perms = layer.permutations();
+        let learned_mask = class.fixed.as_ref().map(|_| {
+            let log_n = n.trailing_zeros() as usize;
+            let mask = class.stage_mask(n);
+            mask.chunks(2 * n * log_n)
+                .map(|m| float_tensor::<B::InnerBackend, 4>(m.to_vec(), [log_n, n / 2, 2, 2], device))
+                .collect()
+        });
         let base_seconds = state.seconds;
         Ok(Run {
             cfg,
@@ -132,6 +143,8 @@ impl<'a, B: FftBackend> Run<'a, B> {
             schedule,
             state,
             perms,
+            class,
+            learned_mask,
             resumed_from,
             history,
             ckpt_path,
@@ -155,7 +168,7 @@ impl<'a, B: FftBackend> Run<'a, B> {
         self.state.gauge_fixed = false;
         self.state.stalled = 0;
         self.state.log2_lambda = INITIAL_LOG2_LAMBDA;
-        self.layer = fresh_layer(self.cfg, self.perms.clone(), attempt, self.device)?;
+        self.layer = fresh_layer(self.cfg, &self.class, attempt, self.device)?;
         self.optim = new_optim::<B>();
         self.schedule = schedule::<B>(self.cfg, 0)?;
         Ok(())
@@ -265,6 +278,20 @@ impl<'a, B: FftBackend> Run<'a, B> {
         }
     }
 
+    /// `grads` with the gradients of the twiddles the model class fixes set to zero (Adam then
+    /// leaves them exactly as they are: its moments stay zero).
+    pub fn mask_fixed(&self, mut grads: GradientsParams) -> GradientsParams {
+        let Some(masks) = &self.learned_mask else { return grads };
+        for (f, mask) in self.layer.factors.iter().zip(masks) {
+            for id in [f.twiddle_re.id, f.twiddle_im.id] {
+                if let Some(g) = grads.remove::<B::InnerBackend, 4>(id) {
+                    grads.register(id, g * mask.clone());
+                }
+            }
+        }
+        grads
+    }
+
     /// Ends the run: closes TensorBoard.
     pub fn close(mut self) -> Result<Ended<B>> {
         if let Some(tb) = self.tb.take() {
@@ -314,21 +341,23 @@ impl TrainState {
 /// better than 1.
 pub const REST_INIT_WEIGHT: f64 = 0.1;
 
-/// Attempt `attempt`'s random initial layer, in the target's model class (the factors'
-/// permutations `perms`, [`model_permutations`]): Haar-random unitary blocks in the first
-/// factor, near-identity random blocks ([`REST_INIT_WEIGHT`]) in the others (seed
-/// `cfg.seed + attempt`, see [`ButterflyProductConfig::init`] for each factor's).
+/// Attempt `attempt`'s random initial layer, in the target's model `class` ([`model_class`]):
+/// Haar-random unitary blocks in the first factor, near-identity random blocks
+/// ([`REST_INIT_WEIGHT`]) in the others (seed `cfg.seed + attempt`, see
+/// [`ButterflyProductConfig::init`] for each factor's), and the class's values in the stages it
+/// does not learn.
 fn fresh_layer<B: FftBackend>(
     cfg: &TrainConfig,
-    perms: Vec<Permutation>,
+    class: &ModelClass,
     attempt: usize,
     device: &B::Device,
 ) -> Result<ButterflyProduct<B>> {
     let seed = cfg.seed + attempt as u64;
-    ButterflyProductConfig::new(cfg.n, perms)
+    let layer = ButterflyProductConfig::new(cfg.n, class.permutations.clone())
         .with_init(ButterflyInit::RandomUnitary { seed })
         .with_rest(Some(ButterflyInit::NearIdentity { seed, weight: REST_INIT_WEIGHT }))
-        .init(device)
+        .init(device)?;
+    class.impose(layer)
 }
 
 fn new_optim<B: FftBackend>() -> AdamOptimizer<B> {

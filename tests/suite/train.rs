@@ -45,8 +45,19 @@ fn reaches_bars(backend: BackendKind, precision: Precision, sizes: &[usize]) {
 }
 
 fn reaches_bars_for(target: &Target, backend: BackendKind, precision: Precision, sizes: &[usize]) {
+    reaches_bars_with(&|_, _| target.clone(), backend, precision, sizes);
+}
+
+/// Every (size, seed) of `sizes` × [`SEEDS`] reaches the bar of `precision` on `target(n, seed)`.
+fn reaches_bars_with(
+    target: &dyn Fn(usize, u64) -> Target,
+    backend: BackendKind,
+    precision: Precision,
+    sizes: &[usize],
+) {
     for &n in sizes {
         for seed in SEEDS {
+            let target = target(n, seed);
             let r = train(TrainConfig::new(n).with_seed(seed).with_target(target.clone()), backend, precision);
             eprintln!(
                 "{} {backend} {precision} N = {n} seed {seed}: rmse {:.3e} floor {:?} steps {} attempts {}",
@@ -102,47 +113,78 @@ fn circulant(n: usize, seed: u64) -> Target {
     Target::Circulant { kernel: normals(seed, n) }
 }
 
-/// The targets beyond one butterfly, trained in their product model class (two factors for
-/// the circulant, three for the real transforms), reach the f64 bar from random init. (Their
-/// f32 bar is not reached yet: see the README's "Targets, model classes and bars".)
+/// The targets beyond one butterfly, in their model class (two factors for the circulant, a
+/// random kernel per seed; one factor and the pairing stage for the real transforms).
+const PRODUCTS: [fn(usize, u64) -> Target; 4] =
+    [|n, seed| circulant(n, seed), |_, _| Target::Hartley, |_, _| Target::Dct2, |_, _| Target::Dst2];
+
+/// The products reach both bars from random init, three seeds at N = 8 and 16.
 #[test]
-fn products_from_random_init_reach_the_f64_bar_ndarray() {
-    for target in [circulant(8, 7), Target::Hartley, Target::Dct2, Target::Dst2] {
-        reaches_bars_for(&target, BackendKind::Ndarray, Precision::F64, &[8]);
+fn products_from_random_init_reach_both_bars_candle() {
+    for target in PRODUCTS {
+        for precision in [Precision::F64, Precision::F32] {
+            reaches_bars_with(&target, BackendKind::Candle, precision, &[8, 16]);
+        }
     }
 }
 
-/// The gauge fixing of a product leaves its matrix as it was and sets every pivot to 1.
+/// The same in f32 on wgpu (its own floor).
+#[test]
+fn products_from_random_init_reach_the_f32_bar_wgpu() {
+    if wgpu_device().is_some() {
+        for target in PRODUCTS {
+            reaches_bars_with(&target, BackendKind::Wgpu, Precision::F32, &[8, 16]);
+        }
+    }
+}
+
+/// The gauge fixing of a product leaves its matrix as it was and sets every pivot of its learned
+/// stages to 1 (all but the last learned one); the stages its model class fixes keep their
+/// values bit for bit, the diagonals passing through them.
 #[test]
 fn gauge_fixing_keeps_the_product() {
-    use learned_fft::nn::ButterflyProductConfig;
+    use learned_fft::nn::{model_class, ButterflyProductConfig};
     use learned_fft::train::gauge::{fix_gauge, gauge_mask};
     use learned_fft::{to_f64_vec, Permutation};
     let n = 16;
-    let perms = vec![
-        Permutation::gather(vec![3, 1, 4, 0, 5, 9, 2, 6, 8, 7, 15, 10, 11, 14, 12, 13]).unwrap(),
-        Permutation::BitReversal,
-        Permutation::Identity,
-    ];
-    let product =
-        ButterflyProductConfig::new(n, perms.clone()).init::<NdArrayBackend<f64>>(&Default::default()).unwrap();
-    let (re, im) = product.stacked_twiddles();
-    let (re, im) = (to_f64_vec(re), to_f64_vec(im));
-    let (fixed_re, fixed_im) = fix_gauge(&re, &im, n, &perms).expect("random unitary blocks have pivots");
-    let matrix = |re: &[f64], im: &[f64]| {
-        let per = re.len() / perms.len();
-        let indices: Vec<Vec<usize>> = perms.iter().map(|p| p.indices(n)).collect();
-        let factors =
-            indices.iter().enumerate().map(|(k, p)| (&re[k * per..(k + 1) * per], &im[k * per..(k + 1) * per], &p[..]));
-        learned_fft::reference::butterfly::product_matrix(n, factors).unwrap()
-    };
-    let err = matrix(&fixed_re, &fixed_im).rmse(&matrix(&re, &im)).unwrap();
-    assert!(err <= 1e-14, "the gauge changed the product by rmse {err:e}");
-    let mask = gauge_mask(&fixed_re, &fixed_im, n);
-    let pinned: Vec<usize> = (0..mask.len()).filter(|&i| mask[i] == 0.0).collect();
-    // Two pivots per block (one per row), in every stage but the last of the chain.
-    assert_eq!(pinned.len(), 2 * (n / 2) * (3 * 4 - 1));
-    assert!(pinned.iter().all(|&i| fixed_re[i] == 1.0 && fixed_im[i] == 0.0), "every pivot is exactly 1");
+    let shuffle = Permutation::gather(vec![3, 1, 4, 0, 5, 9, 2, 6, 8, 7, 15, 10, 11, 14, 12, 13]).unwrap();
+    let every = vec![shuffle, Permutation::BitReversal, Permutation::Identity];
+    let dct = model_class(&Target::Dct2, &Target::Dct2.matrix(n).unwrap()).unwrap();
+    assert_eq!(dct.learned.iter().filter(|&&l| l).count(), 5, "BP and the pairing's one stage");
+    for (perms, class) in [(every, None), (dct.permutations.clone(), Some(&dct))] {
+        let product =
+            ButterflyProductConfig::new(n, perms.clone()).init::<NdArrayBackend<f64>>(&Default::default()).unwrap();
+        let product = match class {
+            Some(c) => c.impose(product).unwrap(),
+            None => product,
+        };
+        let learned = class.map_or(vec![true; 12], |c| c.learned.clone());
+        let (re, im) = product.stacked_twiddles();
+        let (re, im) = (to_f64_vec(re), to_f64_vec(im));
+        let (fixed_re, fixed_im) = fix_gauge(&re, &im, n, &perms, &learned).expect("random unitary blocks have pivots");
+        let matrix = |re: &[f64], im: &[f64]| {
+            let per = re.len() / perms.len();
+            let indices: Vec<Vec<usize>> = perms.iter().map(|p| p.indices(n)).collect();
+            let factors = indices
+                .iter()
+                .enumerate()
+                .map(|(k, p)| (&re[k * per..(k + 1) * per], &im[k * per..(k + 1) * per], &p[..]));
+            learned_fft::reference::butterfly::product_matrix(n, factors).unwrap()
+        };
+        let err = matrix(&fixed_re, &fixed_im).rmse(&matrix(&re, &im)).unwrap();
+        assert!(err <= 1e-14, "the gauge changed the product by rmse {err:e}");
+        let mask = gauge_mask(&fixed_re, &fixed_im, n, &learned);
+        let per_stage = 2 * n;
+        let stage = |i: usize| i / per_stage;
+        for i in (0..mask.len()).filter(|&i| !learned[stage(i)]) {
+            assert_eq!((mask[i], fixed_re[i], fixed_im[i]), (0.0, re[i], im[i]), "a fixed stage moved");
+        }
+        let pinned: Vec<usize> = (0..mask.len()).filter(|&i| mask[i] == 0.0 && learned[stage(i)]).collect();
+        // Two pivots per block (one per row), in every learned stage but the last learned one.
+        let pivoted = learned.iter().filter(|&&l| l).count() - 1;
+        assert_eq!(pinned.len(), 2 * (n / 2) * pivoted);
+        assert!(pinned.iter().all(|&i| fixed_re[i] == 1.0 && fixed_im[i] == 0.0), "every pivot is exactly 1");
+    }
 }
 
 /// A product's checkpoint holds its factors and permutations: it loads as a product with the
