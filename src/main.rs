@@ -103,6 +103,14 @@ struct TrainArgs {
     /// Most Adam steps per attempt.
     #[arg(long)]
     adam_steps: Option<usize>,
+    /// Adam hands over to the polish early when its loss fell by less than 1 % over this many
+    /// steps (0: never early).
+    #[arg(long)]
+    plateau_steps: Option<usize>,
+    /// Measure the layer on this many random probe vectors instead of the N×N identity basis
+    /// (default: the identity basis up to N = 4096, 256 probes above).
+    #[arg(long)]
+    probes: Option<usize>,
     /// rmse at which Adam hands over to the polish phase.
     #[arg(long)]
     switch_rmse: Option<f64>,
@@ -159,6 +167,7 @@ impl TrainArgs {
             lr,
             lr_final,
             adam_steps,
+            plateau_steps,
             switch_rmse,
             restarts,
             polish_iters,
@@ -169,6 +178,7 @@ impl TrainArgs {
             log_every
         );
         c.stop_rmse = self.stop_rmse;
+        c.probes = self.probes;
         c.fix_gauge = !self.free_gauge;
         c.log_dir = self.log_dir.clone();
         c.checkpoint_dir = self.checkpoint_dir.clone();
@@ -196,7 +206,7 @@ impl BackendTask for Eval {
         eprintln!("backend: {selected}");
         let layer = self.checkpoint.product::<B::InnerBackend>(&device)?;
         let cfg = &self.checkpoint.config;
-        let rmse = metrics::rmse(&layer, &cfg.target.matrix(cfg.n)?)?;
+        let rmse = metrics::rmse_to(&layer, &cfg.target)?;
         let floor = metrics::floor::<B::InnerBackend>(cfg.n, &cfg.target, &device)?;
         eprintln!(
             "N = {}, {:?}: rmse {rmse:.3e}{}",

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use learned_fft::backend::{BackendKind, Precision};
 use learned_fft::error::{Error, Result};
 use learned_fft::files::write_atomic;
+use learned_fft::reference::factorizations::model_name;
 use learned_fft::train::checkpoint::{Checkpoint, CHECKPOINT_FILE};
 use learned_fft::train::{TrainConfig, TrainReport, Trainer};
 use learned_fft::{metrics, Permutation, Target, TargetKind};
@@ -88,6 +89,10 @@ pub struct ManifestEntry {
     /// The number of (permutation, butterfly) factors of its model class (absent: one).
     #[serde(default)]
     pub factors: Option<usize>,
+    /// Its model class (`reference::factorizations::model_name`: BP, BPBP or BP+M; absent in
+    /// manifests written before products).
+    #[serde(default)]
+    pub model: Option<String>,
     /// Precision trained in.
     pub precision: Precision,
     /// rmse against the f64 target, on the training backend.
@@ -223,6 +228,7 @@ fn ship_checkpoint(dir: &Path, checkpoint: &Path, r: &TrainReport) -> Result<()>
         target: r.target.kind().to_string(),
         permutation: perms.first().filter(|p| !matches!(p, Permutation::Gather(_))).cloned(),
         factors: Some(perms.len()),
+        model: Some(model_name(&r.target).to_string()),
         precision: r.backend.precision,
         rmse: r.rmse,
         floor: r.floor,

@@ -11,7 +11,7 @@ use burn::config::Config;
 use burn::module::{Module, Param};
 use burn::tensor::{backend::Backend, Tensor};
 
-use super::butterfly::{dense_on_backend, Butterfly, ButterflyConfig, ButterflyInit};
+use super::butterfly::{basis_images_on_backend, dense_on_backend, Butterfly, ButterflyConfig, ButterflyInit};
 use crate::error::{check_power_of_two, Error, Result};
 use crate::ops::butterfly::{ButterflyOps, Permutation};
 use crate::reference::butterfly::product_matrix;
@@ -304,20 +304,36 @@ impl ModelClass {
 /// [`Error::InvalidInput`] when the size is not a power of two ≥ 2, or a one-factor target is
 /// not a butterfly after any permutation.
 pub fn model_class(target: &Target, dense: &ComplexMatrix) -> Result<ModelClass> {
-    let n = dense.n();
+    model_class_with(target, dense.n(), Some(dense))
+}
+
+/// The model class of `target` at size `n` without its matrix: as [`model_class`], except that a
+/// one-factor target takes the permutation of its exact factorization instead of finding it
+/// (which needs the N×N matrix; the trainer does this at the sizes where it builds none).
+///
+/// # Errors
+/// [`Error::InvalidInput`] when the size is not a power of two ≥ 2.
+pub fn model_class_of_size(target: &Target, n: usize) -> Result<ModelClass> {
+    model_class_with(target, n, None)
+}
+
+fn model_class_with(target: &Target, n: usize, dense: Option<&ComplexMatrix>) -> Result<ModelClass> {
     let learned = learned_stages(target, n)?;
-    if factor_count(target) > 1 {
-        let permutations = permutations(target, n)?.into_iter().map(Permutation::gather).collect::<Result<_>>()?;
-        let fixed = match learned.iter().all(|&l| l) {
-            true => None,
-            false => exact(target, n)?.map(|f| {
-                let re = f.factors().iter().flat_map(|f| f.re.iter().copied()).collect();
-                let im = f.factors().iter().flat_map(|f| f.im.iter().copied()).collect();
-                (re, im)
-            }),
-        };
-        return Ok(ModelClass { permutations, learned, fixed });
-    }
+    let dense = match dense {
+        Some(dense) if factor_count(target) == 1 => dense,
+        _ => {
+            let permutations = permutations(target, n)?.into_iter().map(Permutation::gather).collect::<Result<_>>()?;
+            let fixed = match learned.iter().all(|&l| l) {
+                true => None,
+                false => exact(target, n)?.map(|f| {
+                    let re = f.factors().iter().flat_map(|f| f.re.iter().copied()).collect();
+                    let im = f.factors().iter().flat_map(|f| f.im.iter().copied()).collect();
+                    (re, im)
+                }),
+            };
+            return Ok(ModelClass { permutations, learned, fixed });
+        }
+    };
     let found = butterfly_permutation(dense, F64_TOLERANCE)?;
     let perm = found.ok_or_else(|| {
         Error::invalid(
@@ -349,6 +365,15 @@ pub trait LinearTransform {
     /// # Errors
     /// [`Error::OutOfMemory`] when the N×N batch and its f64 copy do not fit.
     fn dense_on_backend(&self) -> Result<ComplexMatrix>;
+
+    /// The images of the basis vectors `e_start … e_{start+count−1}` as the layer computes them
+    /// on its backend and dtype, row-major `[count, N]` (row r is column `start + r` of the
+    /// matrix): the matrix a block of columns at a time.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] when the range leaves `0..N`; [`Error::OutOfMemory`] when the
+    /// batch does not fit.
+    fn basis_images(&self, start: usize, count: usize) -> Result<Vec<num_complex::Complex64>>;
 }
 
 impl<B: ButterflyOps> LinearTransform for Butterfly<B> {
@@ -358,6 +383,9 @@ impl<B: ButterflyOps> LinearTransform for Butterfly<B> {
     fn dense_on_backend(&self) -> Result<ComplexMatrix> {
         self.matrix_on_backend()
     }
+    fn basis_images(&self, start: usize, count: usize) -> Result<Vec<num_complex::Complex64>> {
+        basis_images_on_backend(self.n(), start, count, &self.twiddle_re.device(), |re, im| self.forward(re, im))
+    }
 }
 
 impl<B: ButterflyOps> LinearTransform for ButterflyProduct<B> {
@@ -366,5 +394,9 @@ impl<B: ButterflyOps> LinearTransform for ButterflyProduct<B> {
     }
     fn dense_on_backend(&self) -> Result<ComplexMatrix> {
         self.matrix_on_backend()
+    }
+    fn basis_images(&self, start: usize, count: usize) -> Result<Vec<num_complex::Complex64>> {
+        let device = self.factors[0].twiddle_re.device();
+        basis_images_on_backend(self.n(), start, count, &device, |re, im| self.forward(re, im))
     }
 }

@@ -108,6 +108,17 @@ pub fn factor_count(target: &Target) -> usize {
     }
 }
 
+/// The name of `target`'s model class, as the README's table and the checkpoint manifest give
+/// it: `"BP"` (one permutation–butterfly factor), `"BPBP"` (two), or `"BP+M"` (one, then the
+/// pairing `M`: one learned stage between fixed permutations, see [`learned_stages`]).
+pub fn model_name(target: &Target) -> &'static str {
+    match factor_count(target) {
+        1 => "BP",
+        2 => "BPBP",
+        _ => "BP+M",
+    }
+}
+
 /// Which stages of `target`'s model class are learned, one flag per stage of the stacked factors
 /// (`K · log2 n`, factor-major, K = [`factor_count`]); the others are fixed to those of its exact
 /// factorization ([`exact`]), which there are permutations (every block `[[1, 0], [0, 1]]` or

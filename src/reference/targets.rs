@@ -109,49 +109,69 @@ impl Target {
     /// The dense N×N matrix of this target. N must be a power of two ≥ 2 (the butterfly's sizes).
     pub fn matrix(&self, n: usize) -> Result<ComplexMatrix> {
         check_power_of_two("target.matrix", n)?;
-        // The complex f64 matrix, and as much again while it is built and used.
+        // The complex f64 matrix, and as much again while it is built (the basis transformed).
         let needed = crate::memory::product(&[n, n, 32]);
         crate::memory::ensure("target.matrix", || format!("the dense N×N {} target at N = {n}", self.kind()), needed)?;
-        Ok(match self {
-            Target::Dft => ComplexMatrix::from_linear_map(n, |col| fft_chunks(col, n, false, FftNorm::Ortho)),
-            Target::Idft => ComplexMatrix::from_linear_map(n, |col| fft_chunks(col, n, true, FftNorm::Ortho)),
+        // Column c of the matrix is the image of e_c: transform the basis as one batch.
+        let mut basis = vec![Complex64::new(0.0, 0.0); n * n];
+        basis.iter_mut().step_by(n + 1).for_each(|z| *z = Complex64::new(1.0, 0.0));
+        self.apply(n, &mut basis)?;
+        Ok(ComplexMatrix::from_fn(n, |r, c| basis[c * n + r]))
+    }
+
+    /// Applies the target (in its unitary scaling, as [`Target::matrix`]) to every contiguous
+    /// length-`n` vector of `x` in place, in f64 by its fast algorithm: O(N log N) per vector, no
+    /// N×N matrix. This is the truth the probe objective of large sizes is measured against.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] when `n` is not a power of two ≥ 2, `x` is not a non-zero multiple
+    /// of `n` values, or a circulant's kernel is not of length `n`.
+    pub fn apply(&self, n: usize, x: &mut [Complex64]) -> Result<()> {
+        check_power_of_two("target.apply", n)?;
+        if x.is_empty() || !x.len().is_multiple_of(n) {
+            return Err(Error::invalid("target.apply", format!("a non-zero multiple of n = {n} values"), x.len()));
+        }
+        match self {
+            Target::Dft => fft_chunks(x, n, false, FftNorm::Ortho),
+            Target::Idft => fft_chunks(x, n, true, FftNorm::Ortho),
             Target::Dct2 => {
                 let plan = DctPlanner::<f64>::new().plan_dct2(n);
-                real_map(n, |x| {
-                    plan.process_dct2(x);
-                    orthonormalise(x, 0);
+                real_map(n, x, |v| {
+                    plan.process_dct2(v);
+                    orthonormalise(v, 0);
                 })
             }
             Target::Dst2 => {
                 let plan = DctPlanner::<f64>::new().plan_dst2(n);
-                real_map(n, |x| {
-                    plan.process_dst2(x);
-                    orthonormalise(x, n - 1);
+                real_map(n, x, |v| {
+                    plan.process_dst2(v);
+                    orthonormalise(v, n - 1);
                 })
             }
-            Target::Hadamard => real_map(n, |x| {
-                walsh_hadamard_in_place(x);
+            Target::Hadamard => real_map(n, x, |v| {
+                walsh_hadamard_in_place(v);
                 let s = 1.0 / (n as f64).sqrt();
-                x.iter_mut().for_each(|v| *v *= s);
+                v.iter_mut().for_each(|a| *a *= s);
             }),
             Target::Hartley => {
-                // H = Re(F) − Im(F) for the unitary DFT F, since e^{-iθ} = cos θ − i sin θ.
-                let f = Target::Dft.matrix(n)?;
-                ComplexMatrix::from_fn(n, |r, c| {
-                    let z = f.get(r, c);
-                    Complex64::new(z.re - z.im, 0.0)
+                // H = Re(F) − Im(F) for the unitary DFT F, since e^{-iθ} = cos θ − i sin θ; on a
+                // real vector v that is Re(Fv) − Im(Fv).
+                let mut z = vec![Complex64::new(0.0, 0.0); n];
+                real_map(n, x, |v| {
+                    z.iter_mut().zip(v.iter()).for_each(|(z, &a)| *z = Complex64::new(a, 0.0));
+                    fft_chunks(&mut z, n, false, FftNorm::Ortho);
+                    v.iter_mut().zip(&z).for_each(|(a, z)| *a = z.re - z.im);
                 })
             }
             Target::Circulant { kernel } => {
                 // h ⊛ x = F⁻¹ (F h ⊙ F x), with unnormalised forward and 1/N inverse.
                 let h_hat = kernel_spectrum(kernel, n)?;
-                ComplexMatrix::from_linear_map(n, |col| {
-                    fft_chunks(col, n, false, FftNorm::Backward);
-                    col.iter_mut().zip(&h_hat).for_each(|(x, h)| *x *= h);
-                    fft_chunks(col, n, true, FftNorm::Backward);
-                })
+                fft_chunks(x, n, false, FftNorm::Backward);
+                x.chunks_mut(n).for_each(|c| c.iter_mut().zip(&h_hat).for_each(|(x, h)| *x *= h));
+                fft_chunks(x, n, true, FftNorm::Backward);
             }
-        })
+        }
+        Ok(())
     }
 }
 
@@ -169,14 +189,20 @@ pub(crate) fn kernel_spectrum(kernel: &[f64], n: usize) -> Result<Vec<Complex64>
     Ok(h)
 }
 
-/// Matrix of a real linear map given in place on a real buffer.
-fn real_map(n: usize, mut apply: impl FnMut(&mut [f64])) -> ComplexMatrix {
-    let mut buf = vec![0.0; n];
-    ComplexMatrix::from_linear_map(n, |col| {
-        buf.iter_mut().zip(col.iter()).for_each(|(b, z)| *b = z.re);
-        apply(&mut buf);
-        col.iter_mut().zip(&buf).for_each(|(z, b)| *z = Complex64::new(*b, 0.0));
-    })
+/// Applies a real linear map, given in place on a real buffer of length `n`, to every
+/// length-`n` complex vector of `x`: to its real and its imaginary part (linearity).
+fn real_map(n: usize, x: &mut [Complex64], mut apply: impl FnMut(&mut [f64])) {
+    let (mut re, mut im) = (vec![0.0; n], vec![0.0; n]);
+    for v in x.chunks_mut(n) {
+        v.iter().enumerate().for_each(|(i, z)| (re[i], im[i]) = (z.re, z.im));
+        apply(&mut re);
+        if v.iter().any(|z| z.im != 0.0) {
+            apply(&mut im);
+        } else {
+            im.fill(0.0);
+        }
+        v.iter_mut().enumerate().for_each(|(i, z)| *z = Complex64::new(re[i], im[i]));
+    }
 }
 
 /// Scales an unnormalised DCT-II / DST-II output to the orthonormal one: every coefficient by

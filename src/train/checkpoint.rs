@@ -254,8 +254,15 @@ impl Checkpoint {
         }
         let optim = sections.pop().unwrap_or_default();
         let model = sections.pop().unwrap_or_default();
-        let header: Header =
+        let mut header: serde_json::Value =
             serde_json::from_slice(&sections[0]).map_err(|e| corrupt(path, format!("bad header: {e}")))?;
+        // Fields the config gained after the file was written take their defaults.
+        if let Some(config) = header.get_mut("config") {
+            *config =
+                serde_json::to_value(TrainConfig::from_saved(config.take()).map_err(|e| corrupt(path, e.to_string()))?)
+                    .map_err(|e| corrupt(path, format!("bad header: {e}")))?;
+        }
+        let header: Header = serde_json::from_value(header).map_err(|e| corrupt(path, format!("bad header: {e}")))?;
         header.config.validate().map_err(|e| corrupt(path, format!("its config is invalid: {e}")))?;
         let precision = header
             .precision

@@ -31,11 +31,24 @@ pub struct TrainConfig {
     /// Most Adam steps per attempt.
     #[config(default = 3000)]
     pub adam_steps: usize,
+    /// Adam hands over to the polish phase early when a product's loss (K ≥ 2 factors) fell by
+    /// less than 1 % over this many steps (a local minimum: Adam's loss in a basin that leads to the target falls by
+    /// orders of magnitude over such a window); 0: never early.
+    #[config(default = 250)]
+    pub plateau_steps: usize,
+    /// Random probe vectors the objective measures the layer on, instead of the N×N identity
+    /// basis (see [`crate::train::objective`]); `None`: the identity basis up to
+    /// [`DENSE_MAX_N`](crate::train::objective::DENSE_MAX_N), [`PROBES`](crate::train::objective::PROBES)
+    /// probes above it.
+    #[config(default = "None")]
+    pub probes: Option<usize>,
     /// Adam hands over to the polish phase once the rmse is at or below this.
     #[config(default = 1e-4)]
     pub switch_rmse: f64,
-    /// Further attempts, from new random weights, when the polish stalls above the bar.
-    #[config(default = 4)]
+    /// Further attempts, from new random weights, when the polish stalls above the bar (an
+    /// attempt in a local minimum ends after about `3 · plateau_steps` Adam steps and a short
+    /// polish).
+    #[config(default = 9)]
     pub restarts: usize,
     /// Most Levenberg–Marquardt iterations in the polish phase.
     #[config(default = 60)]
@@ -94,9 +107,12 @@ impl TrainConfig {
         if let Some(s) = self.stop_rmse {
             positive("stop_rmse", s)?;
         }
-        for (name, v) in
-            [("checkpoint_every", self.checkpoint_every), ("log_every", self.log_every), ("cg_iters", self.cg_iters)]
-        {
+        for (name, v) in [
+            ("checkpoint_every", self.checkpoint_every),
+            ("log_every", self.log_every),
+            ("cg_iters", self.cg_iters),
+            ("probes", self.probes.unwrap_or(1)),
+        ] {
             if v == 0 {
                 return Err(Error::invalid("train", format!("{name} ≥ 1"), v));
             }
@@ -111,5 +127,26 @@ impl TrainConfig {
             }
         }
         Ok(log_n)
+    }
+
+    /// A config saved as JSON by this or an earlier version: the fields a file written before
+    /// they existed lacks take their defaults (Burn's `Config` derive fills none in).
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] when `saved` is not an object with a size `n`, or a field does
+    /// not decode.
+    pub fn from_saved(saved: serde_json::Value) -> Result<Self> {
+        let op = "train.config";
+        let serde_json::Value::Object(fields) = saved else {
+            return Err(Error::invalid(op, "a JSON object", saved));
+        };
+        let n = fields.get("n").and_then(serde_json::Value::as_u64).and_then(|n| usize::try_from(n).ok());
+        let n = n.ok_or_else(|| Error::invalid(op, "a field n (the size)", "none"))?;
+        let mut full =
+            serde_json::to_value(TrainConfig::new(n)).map_err(|e| Error::invalid(op, "a config that encodes", e))?;
+        if let serde_json::Value::Object(defaults) = &mut full {
+            defaults.extend(fields);
+        }
+        serde_json::from_value(full).map_err(|e| Error::invalid(op, "a config whose fields decode", e))
     }
 }

@@ -1,15 +1,29 @@
-//! The training objective: the whole matrix, probed with the identity basis.
+//! The training objective: the layer measured on a batch of input vectors whose images under
+//! the target are known in f64.
 //!
-//! loss(θ) = mean over the N×N entries of |M(θ) − T|², i.e. the square of the rmse metric
-//! ([`crate::metrics`]), with M(θ) the layer's matrix computed by its forward on the backend in
-//! its dtype. The target T is held as two tensors per part, `hi + lo`, where `hi` is T rounded to
-//! the backend's float type and `lo` the rounding remainder (zero in f64). The residual is formed
-//! as `(M − hi) − lo`: near a solution `M − hi` is exact (Sterbenz), so in f32 the residual, and
-//! the loss, are accurate to a few ulps of themselves rather than of T — the loss the optimiser
-//! sees is the metric, even at the floor, with no f64 on the device. Sums run in two levels (per
-//! row, then over rows), so their rounding grows with 2N rather than N².
+//! loss(θ) = Σ over the batch's rows x of |M(θ) x − T x|², divided by rows · N, with M(θ) the
+//! layer's matrix computed by its forward on the backend in its dtype. Up to
+//! [`DENSE_MAX_N`] the batch is the identity basis, and the loss is exactly the mean over the
+//! N×N entries of |M(θ) − T|², the square of the rmse metric ([`crate::metrics`]). Above it
+//! (or with [`TrainConfig::probes`](super::TrainConfig::probes)) the batch is `m` random complex
+//! probes with independent normal entries of variance 1/N, so that E|(M − T) x|² = ‖M − T‖²_F / N
+//! and the loss is an unbiased estimate of the same rmse²; their images `T x` come from the
+//! target's fast algorithm in f64 ([`Target::apply`]), so no N×N matrix is built anywhere
+//! (N = 16384 would need 4 GiB per dense copy in f64). The probes are drawn once per run from its
+//! seed and rounded to f32, so every float type holds them exactly.
+//!
+//! The target's images are held as two tensors per part, `hi + lo`, where `hi` is rounded to
+//! the backend's float type and `lo` the rounding remainder (zero in f64). The residual is
+//! formed as `(M x − hi) − lo`: near a solution `M x − hi` is exact (Sterbenz), so in f32 the
+//! residual, and the loss, are accurate to a few ulps of themselves rather than of T x — the
+//! loss the optimiser sees is the metric, even at the floor, with no f64 on the device. Sums run
+//! in two levels (per row, then over rows), so their rounding grows with 2N rather than N².
 
 use burn::tensor::{backend::Backend, ElementConversion, Tensor};
+use num_complex::Complex64;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use rand_distr::{Distribution, StandardNormal};
 
 use crate::error::Result;
 use crate::memory;
@@ -22,47 +36,130 @@ use crate::tensors::{eye, float_tensor};
 /// A complex `[rows, n]` batch as `(re, im)`.
 pub type Complex2<B> = (Tensor<B, 2>, Tensor<B, 2>);
 
-/// The identity-basis objective for one target and size on one device.
+/// The largest size whose objective is the identity basis (the N×N matrix); larger sizes are
+/// measured on [`PROBES`] random vectors. At N = 4096 the dense objective's host copy of the
+/// target is 1.3 GiB; at 16384 it would be 21 GiB.
+pub const DENSE_MAX_N: usize = 4096;
+
+/// Random probes above [`DENSE_MAX_N`]. A butterfly of size N has 2 N log2 N complex twiddles
+/// and m probes give m N complex residuals, so m must exceed 2 log2 N (28 at N = 16384) for the
+/// residual to pin the twiddles down; 256 leaves a wide margin at a small cost (a batch of 256
+/// rows is 1/64 of the dense batch at N = 16384).
+pub const PROBES: usize = 256;
+
+/// The seed of a run's probes, from the run's seed (the probes are fixed for the whole run,
+/// every attempt and a resumed run included).
+const PROBE_SEED_SALT: u64 = 0x9e37_79b9_7f4a_7c15;
+
+/// The batch an objective measures on, in f64 on the host: the input rows and the target's
+/// image of each, both row-major `[rows, n]`.
+#[derive(Clone, Debug)]
+pub struct Probes {
+    n: usize,
+    rows: usize,
+    /// Input rows; `None`: the identity basis (rows = n).
+    input: Option<Vec<Complex64>>,
+    /// The target's image of each input row.
+    images: Vec<Complex64>,
+}
+
+impl Probes {
+    /// The identity basis, with the target's images read from its dense matrix `t`.
+    pub fn basis(t: &ComplexMatrix) -> Self {
+        let n = t.n();
+        // Row j is T e_j, column j of T.
+        let images = (0..n * n).map(|i| t.get(i % n, i / n)).collect();
+        Probes { n, rows: n, input: None, images }
+    }
+
+    /// `rows` random probes (see the module docs) drawn from `seed`, and their images under
+    /// `target` by its fast algorithm.
+    ///
+    /// # Errors
+    /// Those of [`Target::apply`].
+    pub fn random(target: &Target, n: usize, rows: usize, seed: u64) -> Result<Self> {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed ^ PROBE_SEED_SALT);
+        let sd = (0.5 / n as f64).sqrt();
+        let mut draw = || {
+            let g: f64 = StandardNormal.sample(&mut rng);
+            (g * sd) as f32 as f64
+        };
+        let input: Vec<Complex64> = (0..rows * n).map(|_| Complex64::new(draw(), draw())).collect();
+        let mut images = input.clone();
+        target.apply(n, &mut images)?;
+        Ok(Probes { n, rows, input: Some(input), images })
+    }
+
+    /// Rows of the batch.
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+}
+
+/// The objective for one target and size on one device.
 #[derive(Clone, Debug)]
 pub struct Objective<B: Backend> {
     n: usize,
-    eye: Tensor<B, 2>,
-    /// Target rows (row j = T e_j), rounded to the float type: re, im.
+    rows: usize,
+    /// The input batch `[rows, n]`: re, im.
+    input: Complex2<B>,
+    /// The target's images of the input rows, rounded to the float type: re, im.
     hi: Complex2<B>,
     /// What rounding `hi` lost (zero at f64): re, im.
     lo: Complex2<B>,
 }
 
-/// Bytes a dense-objective run at size `n` needs at its peak, with `float` bytes per float,
-/// counted as one memory (on a GPU part of it is the device's): the f64 target and its parts on
-/// the host (80·N²); on the device the identity and the target's rounded parts for both
-/// objectives (10·N² floats) and the forward's activations and their gradients
-/// (4·(K·log2 N + 1)·N² floats for K factors). `None` when the figure overflows.
-pub fn bytes_needed(n: usize, factors: usize, float: usize) -> Option<u64> {
+/// Bytes a run at size `n` needs at its peak, with `float` bytes per float, counted as one
+/// memory (on a GPU part of it is the device's): for the dense objective (`rows` = n) the f64
+/// target and its parts on the host (80·N²), for probes their inputs and images in f64
+/// (64·rows·N); on the device the input and the target's rounded parts for both objectives
+/// (10·rows·N floats) and the forward's activations and their gradients (4·(K·log2 N + 1)·rows·N
+/// floats for K factors). `None` when the figure overflows.
+pub fn bytes_needed(n: usize, rows: usize, factors: usize, float: usize) -> Option<u64> {
     let log_n = n.checked_ilog2().unwrap_or(0) as usize;
     let device = 10 + 4 * (factors * log_n + 1);
-    memory::sum(&[memory::product(&[n, n, 80]), memory::product(&[n, n, device, float])])
+    let host = if rows == n { 80 } else { 64 };
+    memory::sum(&[memory::product(&[n, n, host]), memory::product(&[rows, n, device, float])])
+}
+
+/// Rows of the objective's batch for a run at size `n` with `probes` asked for (see
+/// [`TrainConfig::probes`](super::TrainConfig::probes)): `n` for the identity basis.
+pub fn rows_for(n: usize, probes: Option<usize>) -> usize {
+    match probes {
+        Some(m) => m,
+        None if n <= DENSE_MAX_N => n,
+        None => PROBES,
+    }
 }
 
 impl<B: Backend> Objective<B> {
-    /// The objective for `target` at size `n`.
+    /// The identity-basis objective for `target` at size `n`.
     pub fn new(target: &Target, n: usize, device: &B::Device) -> Result<Self> {
         Ok(Self::from_matrix(&target.matrix(n)?, device))
     }
 
-    /// The objective for an explicit target matrix.
+    /// The identity-basis objective for an explicit target matrix.
     pub fn from_matrix(t: &ComplexMatrix, device: &B::Device) -> Self {
-        let n = t.n();
-        // Row j of the layer's output for input e_j is column j of its matrix.
-        let part = |f: &dyn Fn(num_complex::Complex64) -> f64| -> Vec<f64> {
-            (0..n * n).map(|i| f(t.get(i % n, i / n))).collect()
-        };
+        Self::from_probes(&Probes::basis(t), device)
+    }
+
+    /// The objective on a batch of probes.
+    pub fn from_probes(p: &Probes, device: &B::Device) -> Self {
+        let (n, rows) = (p.n, p.rows);
         let round = |x: f64| -> f64 { B::FloatElem::from_elem(x).elem::<f64>() };
-        let (re, im) = (part(&|z| z.re), part(&|z| z.im));
+        let t = |v: Vec<f64>| float_tensor::<B, 2>(v, [rows, n], device);
+        let part = |f: fn(&Complex64) -> f64| p.images.iter().map(f).collect::<Vec<f64>>();
+        let (re, im) = (part(|z| z.re), part(|z| z.im));
         let hi = |v: &[f64]| v.iter().map(|&x| round(x)).collect::<Vec<_>>();
         let lo = |v: &[f64]| v.iter().map(|&x| x - round(x)).collect::<Vec<_>>();
-        let t = |v: Vec<f64>| float_tensor::<B, 2>(v, [n, n], device);
-        Objective { n, eye: eye::<B>(n, device), hi: (t(hi(&re)), t(hi(&im))), lo: (t(lo(&re)), t(lo(&im))) }
+        let input = match &p.input {
+            None => {
+                let eye = eye::<B>(n, device);
+                (eye.clone(), eye.zeros_like())
+            }
+            Some(x) => (t(x.iter().map(|z| z.re).collect()), t(x.iter().map(|z| z.im).collect())),
+        };
+        Objective { n, rows, input, hi: (t(hi(&re)), t(hi(&im))), lo: (t(lo(&re)), t(lo(&im))) }
     }
 
     /// Transform size.
@@ -70,20 +167,25 @@ impl<B: Backend> Objective<B> {
         self.n
     }
 
-    /// The input batch: the identity, as `(re, im)`.
-    pub fn input(&self) -> Complex2<B> {
-        (self.eye.clone(), self.eye.zeros_like())
+    /// Rows of the input batch (n for the identity basis).
+    pub fn rows(&self) -> usize {
+        self.rows
     }
 
-    /// `(y − hi) − lo` for the layer's output `y` on the identity basis.
+    /// The input batch (the identity basis, or the probes), as `(re, im)`.
+    pub fn input(&self) -> Complex2<B> {
+        self.input.clone()
+    }
+
+    /// `(y − hi) − lo` for the layer's output `y` on the input batch.
     pub fn residual(&self, y: Complex2<B>) -> Complex2<B> {
         ((y.0 - self.hi.0.clone()) - self.lo.0.clone(), (y.1 - self.hi.1.clone()) - self.lo.1.clone())
     }
 
-    /// Mean of |r|² over the entries, summed per row first (a `[1]` tensor).
+    /// Σ |r|² over the entries divided by rows · n, summed per row first (a `[1]` tensor).
     pub fn mean_square(&self, r: &Complex2<B>) -> Tensor<B, 1> {
         let sq = r.0.clone().powi_scalar(2) + r.1.clone().powi_scalar(2);
-        sq.sum_dim(1).sum().div_scalar((self.n * self.n) as f64)
+        sq.sum_dim(1).sum().div_scalar((self.rows * self.n) as f64)
     }
 
     /// The loss of a product with stacked twiddles `(tw_re, tw_im)` (`[K · log2 n, n/2, 2, 2]`)

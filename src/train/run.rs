@@ -17,14 +17,17 @@ use super::checkpoint::{self, Checkpoint, DirLock, CONFIG_FILE};
 use super::config::TrainConfig;
 use super::lm::Twiddles;
 use super::logging::TensorBoard;
-use super::objective::{self, scalar, Objective};
+use super::objective::{self, scalar, Objective, Probes};
 use super::observer::{Observer, Progress};
 use super::state::{Phase, TrainState};
 use crate::backend::{FftBackend, Precision};
 use crate::error::{Error, Result};
 use crate::files;
 use crate::memory;
-use crate::nn::{exact_product, model_class, ButterflyInit, ButterflyProduct, ButterflyProductConfig, ModelClass};
+use crate::nn::{
+    exact_product, model_class, model_class_of_size, ButterflyInit, ButterflyProduct, ButterflyProductConfig,
+    ModelClass,
+};
 use crate::ops::Permutation;
 use crate::reference::factorizations::factor_count;
 use crate::tensors::float_tensor;
@@ -91,12 +94,24 @@ impl<'a, B: FftBackend> Run<'a, B> {
         let n = cfg.n;
         let float = std::mem::size_of::<B::FloatElem>();
         let factors = factor_count(&cfg.target);
-        let what = || format!("training at N = {n} ({}, dense N×N objective)", Precision::of::<B>());
-        memory::ensure("train", what, objective::bytes_needed(n, factors, float))?;
-        let dense = cfg.target.matrix(n)?;
-        let objective = Objective::<B>::from_matrix(&dense, device);
-        let inner_objective = Objective::<B::InnerBackend>::from_matrix(&dense, device);
-        let class = model_class(&cfg.target, &dense)?;
+        let rows = objective::rows_for(n, cfg.probes);
+        let what = || match rows == n {
+            true => format!("training at N = {n} ({}, dense N×N objective)", Precision::of::<B>()),
+            false => format!("training at N = {n} ({}, objective on {rows} probes)", Precision::of::<B>()),
+        };
+        memory::ensure("train", what, objective::bytes_needed(n, rows, factors, float))?;
+        // The identity basis (the dense matrix, from which a one-factor class's permutation is
+        // found), or random probes (no N×N matrix; the permutation of the exact factorization).
+        let (probes, class) = match cfg.probes.is_none() && rows == n {
+            true => {
+                let dense = cfg.target.matrix(n)?;
+                (Probes::basis(&dense), model_class(&cfg.target, &dense)?)
+            }
+            false => (Probes::random(&cfg.target, n, rows, cfg.seed)?, model_class_of_size(&cfg.target, n)?),
+        };
+        let objective = Objective::<B>::from_probes(&probes, device);
+        let inner_objective = Objective::<B::InnerBackend>::from_probes(&probes, device);
+        drop(probes);
         let floor_device = match exact_product::<B::InnerBackend>(&cfg.target, n, device)? {
             Some(exact) => {
                 let (re, im) = exact.stacked_twiddles();
@@ -167,6 +182,7 @@ impl<'a, B: FftBackend> Run<'a, B> {
         self.state.phase = Phase::Adam;
         self.state.gauge_fixed = false;
         self.state.stalled = 0;
+        self.state.plateau_window = None;
         self.state.log2_lambda = INITIAL_LOG2_LAMBDA;
         self.layer = fresh_layer(self.cfg, &self.class, attempt, self.device)?;
         self.optim = new_optim::<B>();
@@ -330,22 +346,26 @@ impl TrainState {
             log2_lambda: INITIAL_LOG2_LAMBDA,
             gauge_fixed: false,
             stalled: 0,
+            plateau_window: None,
             seconds: 0.0,
         }
     }
 }
 
 /// Weight of the random unitary part in the blocks of a product's factors after the first
-/// ([`ButterflyInit::NearIdentity`]): measured at N = 16 (f64, seeds 0–2), DCT-II needs 1–2
-/// attempts from these and 5 (or fails) from Haar-random blocks in every factor; 0.3 is no
-/// better than 1.
+/// ([`ButterflyInit::NearIdentity`]) where the model class fixes some stages (Hartley, DCT-II,
+/// DST-II): measured at N = 16 (f64, seeds 0–2), DCT-II needs 1–2 attempts from these and 5 (or
+/// fails) from Haar-random blocks in every factor; 0.3 is no better than 1. Where every stage is
+/// learned (the circulant's two free butterflies) every factor starts Haar-random instead: at
+/// N = 32 (f32, candle, four random kernels) that took 5 attempts and 3 700 steps in all where
+/// near-identity later factors took 11 attempts and 10 600 steps.
 pub const REST_INIT_WEIGHT: f64 = 0.1;
 
 /// Attempt `attempt`'s random initial layer, in the target's model `class` ([`model_class`]):
-/// Haar-random unitary blocks in the first factor, near-identity random blocks
-/// ([`REST_INIT_WEIGHT`]) in the others (seed `cfg.seed + attempt`, see
-/// [`ButterflyProductConfig::init`] for each factor's), and the class's values in the stages it
-/// does not learn.
+/// Haar-random unitary blocks in the first factor; in the others near-identity random blocks
+/// ([`REST_INIT_WEIGHT`]) when the class fixes some stages, Haar-random blocks otherwise (seed
+/// `cfg.seed + attempt`, see [`ButterflyProductConfig::init`] for each factor's); and the
+/// class's values in the stages it does not learn.
 fn fresh_layer<B: FftBackend>(
     cfg: &TrainConfig,
     class: &ModelClass,
@@ -353,9 +373,10 @@ fn fresh_layer<B: FftBackend>(
     device: &B::Device,
 ) -> Result<ButterflyProduct<B>> {
     let seed = cfg.seed + attempt as u64;
+    let rest = class.fixed.as_ref().map(|_| ButterflyInit::NearIdentity { seed, weight: REST_INIT_WEIGHT });
     let layer = ButterflyProductConfig::new(cfg.n, class.permutations.clone())
         .with_init(ButterflyInit::RandomUnitary { seed })
-        .with_rest(Some(ButterflyInit::NearIdentity { seed, weight: REST_INIT_WEIGHT }))
+        .with_rest(rest)
         .init(device)?;
     class.impose(layer)
 }

@@ -19,6 +19,11 @@ pub struct TrainState {
     pub gauge_fixed: bool,
     /// Polish steps in a row that did not lower the loss by 1 %.
     pub stalled: usize,
+    /// The attempt step at which Adam's current plateau window (`plateau_steps`) opened, and
+    /// the loss there; absent in checkpoints written before the plateau test, whose resumed run
+    /// opens a window at its next multiple of `plateau_steps`.
+    #[serde(default)]
+    pub plateau_window: Option<(usize, f64)>,
     /// Seconds of training so far (summed over resumed runs).
     pub seconds: f64,
 }

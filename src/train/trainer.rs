@@ -148,7 +148,7 @@ fn finish<B: FftBackend>(mut run: Run<'_, B>, selected: &Selected) -> Result<(Bu
     let ended = run.close()?;
     let (layer, state) = (ended.layer, ended.state);
     let n = cfg.n;
-    let rmse = metrics::rmse(&layer, &cfg.target.matrix(n)?)?;
+    let rmse = metrics::rmse_to(&layer, &cfg.target)?;
     let floor = metrics::floor::<B>(n, &cfg.target, device)?;
     let bar = metrics::bar(Precision::of::<B>(), floor);
     let report = TrainReport {

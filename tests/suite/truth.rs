@@ -41,24 +41,51 @@ fn closed_form(target: &Target, n: usize) -> ComplexMatrix {
     })
 }
 
+/// Every target at size `n` (the circulant with a standard normal kernel drawn from `n`).
+fn every_target(n: usize) -> [Target; 7] {
+    let kernel = normals(n as u64, n);
+    [
+        Target::Dft,
+        Target::Idft,
+        Target::Dct2,
+        Target::Dst2,
+        Target::Hadamard,
+        Target::Hartley,
+        Target::Circulant { kernel },
+    ]
+}
+
 #[test]
 fn targets_match_closed_forms() {
     for n in sizes_up_to(256) {
-        let kernel = normals(n as u64, n);
-        for target in [
-            Target::Dft,
-            Target::Idft,
-            Target::Dct2,
-            Target::Dst2,
-            Target::Hadamard,
-            Target::Hartley,
-            Target::Circulant { kernel },
-        ] {
+        for target in every_target(n) {
             let built = target.matrix(n).unwrap();
             let err = built.max_abs_diff(&closed_form(&target, n)).unwrap();
             assert!(err <= TRUTH_ABS, "{} n={n}: max |built − closed form| = {err:e}", target.kind());
         }
     }
+}
+
+/// `Target::apply` on a batch of complex vectors (the probes' truth) equals the closed-form
+/// matrix times each vector; the real transforms act on the real and imaginary parts alike.
+#[test]
+fn target_apply_on_complex_batches_is_the_matrix_product() {
+    for n in sizes_up_to(256) {
+        let batch = 3;
+        let x = complex(&normals(SEED, batch * n), &normals(SEED + 1, batch * n));
+        for target in every_target(n) {
+            let mut y = x.clone();
+            target.apply(n, &mut y).unwrap();
+            let m = closed_form(&target, n);
+            let want: Vec<Complex64> = x.chunks(n).flat_map(|v| m.mul_vec(v).unwrap()).collect();
+            // Entries of |x| ~ 1 summed over n terms of modulus ≤ 1 (the circulant's kernel ~ 1).
+            let err = y.iter().zip(&want).map(|(a, b)| (a - b).norm()).fold(0.0, f64::max);
+            assert!(err <= TRUTH_ABS * n as f64, "{} n={n}: max |apply − matrix · x| = {err:e}", target.kind());
+        }
+    }
+    let mut odd = vec![Complex64::new(0.0, 0.0); 12];
+    assert!(Target::Dft.apply(8, &mut odd).is_err(), "12 values are not a multiple of n = 8");
+    assert!(Target::Dft.apply(12, &mut odd).is_err(), "n = 12 is not a power of two");
 }
 
 #[test]

@@ -215,6 +215,33 @@ pub(crate) fn dense_on_backend<B: Backend>(
     Ok(ComplexMatrix::from_fn(n, |r, c| num_complex::Complex64::new(yr[c * n + r], yi[c * n + r])))
 }
 
+/// The images of the basis vectors `e_start … e_{start+count−1}` under a linear layer of size `n`
+/// as it computes them on `B`, row-major `[count, n]` in f64 (row r is `M e_{start+r}`, column
+/// `start + r` of its matrix).
+pub(crate) fn basis_images_on_backend<B: Backend>(
+    n: usize,
+    start: usize,
+    count: usize,
+    device: &B::Device,
+    forward: impl FnOnce(Tensor<B, 2>, Tensor<B, 2>) -> Result<(Tensor<B, 2>, Tensor<B, 2>)>,
+) -> Result<Vec<num_complex::Complex64>> {
+    if count == 0 || start.checked_add(count).is_none_or(|end| end > n) {
+        return Err(Error::invalid(
+            "basis_images",
+            format!("basis vectors within 0..{n}"),
+            format!("{start}..{start}+{count}"),
+        ));
+    }
+    let float = std::mem::size_of::<B::FloatElem>();
+    let needed = memory::sum(&[memory::product(&[count, n, 6, float]), memory::product(&[count, n, 32])]);
+    memory::ensure("basis_images", || format!("{count} basis vectors' images at N = {n}"), needed)?;
+    let mut v = vec![0.0; count * n];
+    (0..count).for_each(|r| v[r * n + start + r] = 1.0);
+    let x = float_tensor::<B, 2>(v, [count, n], device);
+    let (yr, yi) = forward(x.clone(), x.zeros_like())?;
+    Ok(to_f64_vec(yr).into_iter().zip(to_f64_vec(yi)).map(|(re, im)| num_complex::Complex64::new(re, im)).collect())
+}
+
 impl<B: Backend> Butterfly<B> {
     /// A layer with the twiddles and the permutation of an exact factor
     /// ([`crate::reference::factorizations`]), cast to `B`'s float type.
