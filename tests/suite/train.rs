@@ -166,11 +166,11 @@ fn probe_objective_reaches_both_bars_candle() {
 const OTHER_BACKEND_F32_RMSE_REL: f64 = 0.1;
 
 /// A checkpoint written before the config had `plateau_steps` and `probes` (the DFT at N = 8
-/// shipped until then) loads with their defaults and evaluates to its recorded rmse; a saved
+/// shipped until then, also without progress records) loads with their defaults and evaluates to its recorded rmse; a saved
 /// config without a size is refused.
 #[test]
 fn checkpoints_from_before_a_config_field_load_with_its_default() {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/dft-n8-f32-before-probes.lfft");
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/dft-n8-f32-old-format.lfft");
     let ckpt = Checkpoint::read(&path).expect("an old checkpoint loads");
     let defaults = TrainConfig::new(8);
     assert_eq!((ckpt.config.plateau_steps, ckpt.config.probes), (defaults.plateau_steps, defaults.probes));
