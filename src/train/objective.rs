@@ -118,8 +118,8 @@ pub struct Objective<B: Backend> {
 pub fn bytes_needed(n: usize, rows: usize, factors: usize, float: usize) -> Option<u64> {
     let log_n = n.checked_ilog2().unwrap_or(0) as usize;
     let device = 10 + 4 * (factors * log_n + 1);
-    let host = if rows == n { 80 } else { 64 };
-    memory::sum(&[memory::product(&[n, n, host]), memory::product(&[rows, n, device, float])])
+    let host = if rows == n { memory::product(&[n, n, 80]) } else { memory::product(&[rows, n, 64]) };
+    memory::sum(&[host, memory::product(&[rows, n, device, float])])
 }
 
 /// Rows of the objective's batch for a run at size `n` with `probes` asked for (see
