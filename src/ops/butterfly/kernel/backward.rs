@@ -11,7 +11,7 @@ use burn_cubecl::{kernel::into_contiguous, tensor::CubeTensor, CubeRuntime, Floa
 use crate::ops::cubecl::empty;
 use cubecl::{prelude::*, CubeCount, CubeDim};
 
-use super::forward::{launch_pass, line_element, permuted, slot_of, twiddle_of};
+use super::forward::{launch_pass, line_element, permuted, planar_split, slot_of, twiddle_of};
 use super::{device_backward_passes, Pass, PassConfig, Split, SplitInput, TwiddleTables, MAX_PARTIAL_BYTES};
 use crate::ops::cubecl::grid;
 
@@ -360,7 +360,8 @@ pub fn backward<R: CubeRuntime, F: FloatElement>(
     let grad_x = match passes.as_slice() {
         [one] => backward_pass::<R, F>(one, grad_out, &x, &tw, &grad_tw, batch, bit_reverse),
         [first, second] => {
-            let mid = Split::packed(launch_pass::<R, F>(first, &x, &tw, batch, bit_reverse));
+            let planar = planar_split::<R, F>(&tw, n / 2);
+            let mid = Split::packed(launch_pass::<R, F>(first, &x, &planar, batch, bit_reverse));
             let grad_mid = backward_pass::<R, F>(second, grad_out, &mid, &tw, &grad_tw, batch, false);
             backward_pass::<R, F>(first, grad_mid, &x, &tw, &grad_tw, batch, bit_reverse)
         }

@@ -3,6 +3,7 @@
 use burn_cubecl::{tensor::CubeTensor, CubeRuntime, FloatElement};
 use cubecl::{prelude::*, CubeDim};
 
+use super::radix::{self, RadixConfig};
 use super::{device_passes, Pass, PassConfig, Split, SplitInput, TwiddleTables};
 use crate::ops::cubecl::empty;
 use crate::ops::cubecl::grid;
@@ -79,19 +80,59 @@ pub(crate) struct Twiddles<F: Float> {
     t11i: F,
 }
 
-/// The 2×2 block at entry `w` of the twiddle tables.
+/// The 2×2 block `k` of stage `stage` from planar tables `[log2 n, 4, n/2]` (see
+/// [`planar_twiddles`]): consecutive threads read consecutive blocks, so each of the eight loads
+/// of a warp is one contiguous 128-byte line.
 #[cube]
-fn load_block<F: Float>(twiddles: &TwiddleTables<F>, w: usize) -> Twiddles<F> {
+fn load_block<F: Float>(twiddles: &TwiddleTables<F>, stage: usize, k: usize, #[comptime] half_n: usize) -> Twiddles<F> {
+    let w = stage * comptime![4 * half_n] + k;
     Twiddles::<F> {
         t00r: twiddles.re[w],
         t00i: twiddles.im[w],
-        t01r: twiddles.re[w + 1],
-        t01i: twiddles.im[w + 1],
-        t10r: twiddles.re[w + 2],
-        t10i: twiddles.im[w + 2],
-        t11r: twiddles.re[w + 3],
-        t11i: twiddles.im[w + 3],
+        t01r: twiddles.re[w + half_n],
+        t01i: twiddles.im[w + half_n],
+        t10r: twiddles.re[w + comptime![2 * half_n]],
+        t10i: twiddles.im[w + comptime![2 * half_n]],
+        t11r: twiddles.re[w + comptime![3 * half_n]],
+        t11i: twiddles.im[w + comptime![3 * half_n]],
     }
+}
+
+/// `[log2 n, n/2, 2, 2]` → `[log2 n, 4, n/2]`, one element per unit.
+#[cube(launch_unchecked)]
+fn planar_twiddles_kernel<F: Float>(input: &Tensor<F>, output: &mut Tensor<F>, #[comptime] half_n: usize) {
+    let o = CUBE_POS * comptime![PLANAR_THREADS] + UNIT_POS_X as usize;
+    if o >= output.len() {
+        terminate!();
+    }
+    let k = o % half_n;
+    let c = (o / half_n) % 4;
+    let s = o / comptime![4 * half_n];
+    output[o] = input[(s * half_n + k) * 4 + c];
+}
+
+/// Threads per cube of [`planar_twiddles_kernel`].
+const PLANAR_THREADS: usize = 256;
+
+/// The twiddle tables (re or im, `[log2 n, n/2, 2, 2]`) as the forward reads them, planar
+/// `[log2 n, 4, n/2]`: one small copy per call (the tables are `2 log2 n` times one row's
+/// bytes), after which a warp's twiddle loads are coalesced (with the blocks' four entries
+/// side by side, each load of a warp spans four lines).
+fn planar_twiddles<R: CubeRuntime, F: FloatElement>(tw: &CubeTensor<R>, half_n: usize) -> CubeTensor<R> {
+    let len = tw.meta.shape().num_elements();
+    let output = empty::<R, F>(tw, vec![len]);
+    // SAFETY: the kernel masks units past `len`; its reads stay below `len` by construction.
+    unsafe {
+        planar_twiddles_kernel::launch_unchecked::<F, R>(
+            &tw.client,
+            grid(len.div_ceil(PLANAR_THREADS)),
+            CubeDim::new_1d(PLANAR_THREADS as u32),
+            tw.clone().into_tensor_arg(),
+            output.clone().into_tensor_arg(),
+            half_n,
+        );
+    }
+    output
 }
 
 /// `(x_i0, x_i1) ← T · (x_i0, x_i1)` in shared memory.
@@ -179,8 +220,7 @@ pub(crate) fn butterfly_forward_kernel<F: Float>(
             #[unroll]
             for kb in 0..kpt {
                 let k = t % half + kb * threads;
-                let w = ((stage0 + s) * half_n + twiddle_of(first_line, k, cfg)) * 4;
-                let tw = load_block(twiddles, w);
+                let tw = load_block(twiddles, stage0 + s, twiddle_of(first_line, k, cfg), half_n);
                 let k_base = ((k >> s) << (s + 1)) + (k & (st - 1));
                 #[unroll]
                 for p in 0..comptime![per_thread / kpt] {
@@ -197,8 +237,7 @@ pub(crate) fn butterfly_forward_kernel<F: Float>(
                 let k = b % half;
                 let l = b / half;
                 let i0 = l * local + ((k >> s) << (s + 1)) + (k & (st - 1));
-                let w = ((stage0 + s) * half_n + twiddle_of(first_line + l * line_step, k, cfg)) * 4;
-                let tw = load_block(twiddles, w);
+                let tw = load_block(twiddles, stage0 + s, twiddle_of(first_line + l * line_step, k, cfg), half_n);
                 apply_block(&mut s_re, &mut s_im, i0, i0 + st, &tw);
             }
         }
@@ -218,7 +257,12 @@ pub(crate) fn butterfly_forward_kernel<F: Float>(
     }
 }
 
-/// Launches one pass: input `x`, twiddles `tw` → packed `[2, batch, n]`.
+/// Both twiddle tables of `tw` (contiguous, `[log2 n, n/2, 2, 2]`) made planar for [`launch_pass`].
+pub(crate) fn planar_split<R: CubeRuntime, F: FloatElement>(tw: &Split<R>, half_n: usize) -> Split<R> {
+    Split::new(planar_twiddles::<R, F>(&tw.re, half_n), planar_twiddles::<R, F>(&tw.im, half_n))
+}
+
+/// Launches one pass: input `x`, planar twiddles `tw` ([`planar_split`]) → packed `[2, batch, n]`.
 pub(crate) fn launch_pass<R: CubeRuntime, F: FloatElement>(
     pass: &Pass,
     x: &Split<R>,
@@ -262,13 +306,35 @@ pub fn forward<R: CubeRuntime, F: FloatElement>(
     bit_reverse: bool,
 ) -> CubeTensor<R> {
     let dims = x_re.meta.shape().clone();
-    let batch = dims[0];
+    let (batch, n) = (dims[0], dims[1]);
     let (x, tw) = (Split::new(x_re, x_im), Split::new(tw_re, tw_im));
-    let passes =
-        device_passes::<R, F>(dims[1], &x.re.device).expect("butterfly forward: the caller checks fused_supported");
+    let passes = device_passes::<R, F>(n, &x.re.device).expect("butterfly forward: the caller checks fused_supported");
+    if passes.len() == 1 {
+        if let Some(cfg) = radix_config::<R, F>(n, &x.re.device, bit_reverse) {
+            return radix::forward::<R, F>(&x, &tw, batch, cfg);
+        }
+    }
+    let tw = planar_split::<R, F>(&tw, n / 2);
     let mut y = launch_pass::<R, F>(&passes[0], &x, &tw, batch, bit_reverse);
     for pass in &passes[1..] {
         y = launch_pass::<R, F>(pass, &Split::packed(y), &tw, batch, false);
     }
     y
+}
+
+/// The register-resident forward's configuration for `n` on `device`, where it runs.
+fn radix_config<R: CubeRuntime, F: FloatElement>(
+    n: usize,
+    device: &R::Device,
+    bit_reverse: bool,
+) -> Option<RadixConfig> {
+    let client = R::client(device);
+    let props = client.properties().hardware.clone();
+    let (units, shared) = (props.max_units_per_cube as usize, props.max_shared_memory_size);
+    let log_elems = match std::env::var(radix::LOG_ELEMS_VAR).ok().and_then(|v| v.parse::<usize>().ok()) {
+        Some(0) => return None,
+        Some(log_elems) => log_elems,
+        None => radix::default_log_elems(R::name(&client), n)?,
+    };
+    RadixConfig::with_elems(n, std::mem::size_of::<F>(), units, shared, bit_reverse, log_elems)
 }

@@ -1,7 +1,9 @@
 //! The fused butterfly: every stage on-chip, in one launch for N ≤ 4096 (f32) and two above.
 //!
 //! - [`forward`]: `x → y`, each cube transforms several lines (a line is what one pass holds in
-//!   shared memory: a whole row, or one of its sub-transforms).
+//!   shared memory: a whole row, or one of its sub-transforms). Where one pass holds a row and
+//!   it measured faster (`radix::default_log_elems`), the register-resident forward of
+//!   `radix.rs` runs instead: groups of stages in registers, shared memory only between groups.
 //! - [`backward`]: recomputes the forward on-chip (every stage's input kept in shared memory), then
 //!   runs the stages in reverse, producing the input gradient and per-cube partial twiddle
 //!   gradients in one launch per pass; a second small kernel sums the partials in a fixed order,
@@ -22,6 +24,7 @@
 
 mod backward;
 mod forward;
+mod radix;
 
 pub use backward::backward;
 pub use forward::forward;
