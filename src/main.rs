@@ -4,6 +4,7 @@
 mod cli;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use cli::anchor::Anchor;
 use cli::bench::{ButterflyBench, ConvBench, SpectralBench};
 use cli::progress::ProgressLine;
 use learned_fft::backend::{dispatch, select, BackendKind, BackendTask, FftBackend, Precision, Selected};
@@ -111,6 +112,10 @@ struct TrainArgs {
     /// (default: the identity basis up to N = 4096, 256 probes above).
     #[arg(long)]
     probes: Option<usize>,
+    /// Above this N a one-butterfly run (DFT, iDFT, Hadamard) starts from the layer trained at
+    /// N/2, grown to N (default 4096; N or more: from random weights at every size).
+    #[arg(long)]
+    grow_above: Option<usize>,
     /// rmse at which Adam hands over to the polish phase.
     #[arg(long)]
     switch_rmse: Option<f64>,
@@ -168,6 +173,7 @@ impl TrainArgs {
             lr_final,
             adam_steps,
             plateau_steps,
+            grow_above,
             switch_rmse,
             restarts,
             polish_iters,
@@ -294,6 +300,10 @@ enum BenchCommand {
         /// Skip the reference path (it can be slow on a CPU).
         #[arg(long)]
         no_reference: bool,
+        /// The same run's torch.stft anchor (`cufft_anchor.py --stft` output, JSON lines): adds
+        /// the speed-ups over it for the same window, hop, signals and samples.
+        #[arg(long)]
+        anchor: Option<std::path::PathBuf>,
     },
     /// The butterfly op: forward, and forward + backward, on random complex input.
     Butterfly {
@@ -309,6 +319,10 @@ enum BenchCommand {
         /// Timed calls (the median is reported).
         #[arg(long, default_value_t = 20, value_parser = positive())]
         iters: usize,
+        /// The same run's cuFFT and PyTorch anchor (`cufft_anchor.py` output, JSON lines): adds
+        /// the ratios to it for the same n and batch.
+        #[arg(long)]
+        anchor: Option<std::path::PathBuf>,
     },
 }
 
@@ -443,16 +457,10 @@ fn run(cli: Cli) -> learned_fft::Result<serde_json::Value> {
             }
             Ok(serde_json::to_value(r).expect("bench results serialise"))
         }
-        Command::Bench(BenchCommand::Spectral { win, hop, signals, samples, warmup, iters, no_reference }) => {
-            let bench = SpectralBench {
-                win,
-                hop: hop.unwrap_or((win / 4).max(1)),
-                signals,
-                samples,
-                warmup,
-                iters,
-                reference: !no_reference,
-            };
+        Command::Bench(BenchCommand::Spectral { win, hop, signals, samples, warmup, iters, no_reference, anchor }) => {
+            let hop = hop.unwrap_or((win / 4).max(1));
+            let anchor = anchor.map(|path| Anchor::spectral(&path, win, hop, signals, samples)).transpose()?;
+            let bench = SpectralBench { win, hop, signals, samples, warmup, iters, reference: !no_reference };
             let r = dispatch(kind, precision, bench)?;
             eprintln!(
                 "spectral W={} H={} {}×{} on {} ({}): forward {:.3} ms, fwd+bwd {:.3} ms; reference fwd+bwd {}",
@@ -466,9 +474,11 @@ fn run(cli: Cli) -> learned_fft::Result<serde_json::Value> {
                 r.fwd_bwd_ms,
                 r.reference_fwd_bwd_ms.map(|t| format!("{t:.3} ms")).unwrap_or_else(|| "skipped".into())
             );
-            Ok(serde_json::to_value(r).expect("bench results serialise"))
+            let ratios = anchor.map(|a| a.spectral_ratios(&r)).transpose()?;
+            with_anchor(serde_json::to_value(r).expect("bench results serialise"), ratios)
         }
-        Command::Bench(BenchCommand::Butterfly { n, batch, warmup, iters }) => {
+        Command::Bench(BenchCommand::Butterfly { n, batch, warmup, iters, anchor }) => {
+            let anchor = anchor.map(|path| Anchor::butterfly(&path, n, batch)).transpose()?;
             let result = dispatch(kind, precision, ButterflyBench { n, batch, warmup, iters })?;
             eprintln!(
                 "butterfly n={} batch={} on {} ({}): forward {:.3} ms ({:.1} GB/s), fwd+bwd {:.3} ms",
@@ -480,9 +490,21 @@ fn run(cli: Cli) -> learned_fft::Result<serde_json::Value> {
                 result.forward_gbps,
                 result.fwd_bwd_ms
             );
-            Ok(serde_json::to_value(result).expect("bench results serialise"))
+            let ratios = anchor.map(|a| a.butterfly_ratios(&result)).transpose()?;
+            with_anchor(serde_json::to_value(result).expect("bench results serialise"), ratios)
         }
     }
+}
+
+/// A benchmark's JSON with its ratios to the same run's anchor under `"anchor"`, when given.
+fn with_anchor(
+    mut value: serde_json::Value,
+    ratios: Option<serde_json::Value>,
+) -> learned_fft::Result<serde_json::Value> {
+    if let (Some(ratios), serde_json::Value::Object(fields)) = (ratios, &mut value) {
+        fields.insert("anchor".into(), ratios);
+    }
+    Ok(value)
 }
 
 /// Why a run did not reach its bar, for its error message.

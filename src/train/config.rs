@@ -42,6 +42,17 @@ pub struct TrainConfig {
     /// probes above it.
     #[config(default = "None")]
     pub probes: Option<usize>,
+    /// A run whose model class is one butterfly after the bit reversal or the identity (the DFT,
+    /// the iDFT, the Hadamard transform) and whose N is above this starts each attempt from the
+    /// layer trained at N/2 (itself from random weights, and grown the same way above this size)
+    /// applied to both halves, with a random last stage ([`Butterfly::doubled`]), and goes
+    /// straight to the polish. Adam from random weights sits on a plateau for thousands of steps
+    /// above N = 4096 (the DFT at N = 8192 and 16384 did not leave it in 3000). Set it to N or
+    /// more to start from random weights at every size.
+    ///
+    /// [`Butterfly::doubled`]: crate::nn::Butterfly::doubled
+    #[config(default = 4096)]
+    pub grow_above: usize,
     /// Adam hands over to the polish phase once the rmse is at or below this.
     #[config(default = 1e-4)]
     pub switch_rmse: f64,

@@ -39,17 +39,35 @@ pub(super) const INITIAL_LOG2_LAMBDA: i32 = -10;
 pub(super) type AdamOptimizer<B> = OptimizerAdaptor<Adam, ButterflyProduct<B>, B>;
 
 /// What a run is asked for besides its config.
-pub(super) struct RunOptions<'a> {
+pub(super) struct RunOptions<'a, B: FftBackend> {
     /// Continue from the checkpoint directory's checkpoint.
     pub resume: bool,
     /// Once set, the run checkpoints and stops ([`Error::Interrupted`]).
     pub stop: Option<&'a AtomicBool>,
+    /// Where an attempt starts instead of random weights ([`TrainConfig::grow_above`]).
+    pub grow: &'a Grow<'a, B>,
+}
+
+/// Attempt `attempt`'s layer grown from a trained half-size one, reporting that run's progress
+/// to the observer; `None` where the run starts from random weights.
+pub(super) type Grow<'a, B> = dyn Fn(usize, &mut dyn Observer) -> Result<Option<Grown<B>>> + 'a;
+
+/// A layer grown from a trained layer of half the size, and what training that one took.
+pub(super) struct Grown<B: FftBackend> {
+    /// The grown layer (its last stage random).
+    pub layer: ButterflyProduct<B>,
+    /// The size it grew from.
+    pub from_n: usize,
+    /// Steps and seconds of the half-size run (and of the runs it grew from).
+    pub steps: usize,
+    pub seconds: f64,
 }
 
 /// A run in progress on backend `B`.
 pub(super) struct Run<'a, B: FftBackend> {
     pub cfg: &'a TrainConfig,
     stop: Option<&'a AtomicBool>,
+    grow: &'a Grow<'a, B>,
     /// The checkpoint directory's lock, held while the run lives.
     _lock: Option<DirLock>,
     pub device: &'a B::Device,
@@ -86,7 +104,7 @@ impl<'a, B: FftBackend> Run<'a, B> {
     /// A fresh run, or (`options.resume`) the run saved in the checkpoint directory.
     pub fn start(
         cfg: &'a TrainConfig,
-        options: RunOptions<'a>,
+        options: RunOptions<'a, B>,
         device: &'a B::Device,
         observer: &'a mut dyn Observer,
     ) -> Result<Self> {
@@ -125,7 +143,18 @@ impl<'a, B: FftBackend> Run<'a, B> {
         let (layer, optim, state, history) = match (&ckpt_path, options.resume) {
             (Some(path), true) => resume::<B>(path, cfg, device)?,
             (None, true) => return Err(Error::invalid("train.resume", "a checkpoint directory", "none")),
-            (_, false) => (fresh_layer(cfg, &class, 0, device)?, new_optim::<B>(), TrainState::start(), Vec::new()),
+            (_, false) => {
+                let mut state = TrainState::start();
+                let layer = match (options.grow)(0, &mut *observer)? {
+                    Some(grown) => {
+                        // The attempt opens the run: the half-size run's seconds are its first.
+                        state.seconds = grown.seconds;
+                        state.grown(grown, &class)?
+                    }
+                    None => fresh_layer(cfg, &class, 0, device)?,
+                };
+                (layer, new_optim::<B>(), state, Vec::new())
+            }
         };
         let resumed_from = options.resume.then_some(state.step);
         let schedule = schedule::<B>(cfg, state.attempt_step)?;
@@ -147,6 +176,7 @@ impl<'a, B: FftBackend> Run<'a, B> {
         Ok(Run {
             cfg,
             stop: options.stop,
+            grow: options.grow,
             _lock: lock,
             device,
             observer,
@@ -172,7 +202,7 @@ impl<'a, B: FftBackend> Run<'a, B> {
 
     /// Tells the observer where the run starts.
     pub fn announce(&mut self, selected: &crate::backend::Selected) {
-        self.observer.start(selected, self.cfg, self.state.step);
+        self.observer.start(selected, self.cfg, self.resumed_from.unwrap_or(0));
     }
 
     /// Starts attempt `attempt` from new random weights, with a new optimiser and schedule.
@@ -184,7 +214,11 @@ impl<'a, B: FftBackend> Run<'a, B> {
         self.state.stalled = 0;
         self.state.plateau_window = None;
         self.state.log2_lambda = INITIAL_LOG2_LAMBDA;
-        self.layer = fresh_layer(self.cfg, &self.class, attempt, self.device)?;
+        self.state.grown_from = None;
+        self.layer = match (self.grow)(attempt, &mut *self.observer)? {
+            Some(grown) => self.state.grown(grown, &self.class)?,
+            None => fresh_layer(self.cfg, &self.class, attempt, self.device)?,
+        };
         self.optim = new_optim::<B>();
         self.schedule = schedule::<B>(self.cfg, 0)?;
         Ok(())
@@ -348,7 +382,19 @@ impl TrainState {
             stalled: 0,
             plateau_window: None,
             seconds: 0.0,
+            grown_from: None,
         }
+    }
+
+    /// The state of an attempt that starts from a `grown` layer: the half-size run's steps are
+    /// counted (its seconds are the run's clock's), and the polish comes next
+    /// (Adam would leave the trained stages; Levenberg–Marquardt fits the random last stage, a
+    /// linear least-squares problem while the others stay put, and then polishes all of them).
+    fn grown<B: FftBackend>(&mut self, grown: Grown<B>, class: &ModelClass) -> Result<ButterflyProduct<B>> {
+        self.step += grown.steps;
+        self.phase = Phase::Polish;
+        self.grown_from = Some(grown.from_n);
+        class.impose(grown.layer)
     }
 }
 

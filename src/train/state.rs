@@ -26,6 +26,11 @@ pub struct TrainState {
     pub plateau_window: Option<(usize, f64)>,
     /// Seconds of training so far (summed over resumed runs).
     pub seconds: f64,
+    /// The size of the trained layer this attempt grew from
+    /// ([`TrainConfig::grow_above`](super::TrainConfig::grow_above)); `None` from random weights
+    /// (and in checkpoints written before growing existed).
+    #[serde(default)]
+    pub grown_from: Option<usize>,
 }
 
 /// Training phase.

@@ -11,12 +11,13 @@ use super::checkpoint;
 use super::config::TrainConfig;
 use super::objective::scalar;
 use super::observer::{Observer, Progress};
-use super::run::{Run, RunOptions};
+use super::run::{Grown, Run, RunOptions};
 use super::state::Phase;
 use crate::backend::{dispatch, BackendKind, BackendTask, FftBackend, Precision, Selected};
 use crate::error::Result;
 use crate::metrics;
-use crate::nn::ButterflyProduct;
+use crate::nn::{model_class_of_size, ButterflyProduct};
+use crate::ops::Permutation;
 use crate::reference::Target;
 
 /// The outcome of a run. The rmse and floor here are the f64 metric of [`crate::metrics`],
@@ -54,6 +55,10 @@ pub struct TrainReport {
     pub reached: bool,
     /// Whether the twiddles are in the fixed gauge (first columns 1).
     pub gauge_fixed: bool,
+    /// The size of the trained layer the final attempt grew from
+    /// ([`TrainConfig::grow_above`]); `None` from random weights. Its steps and seconds (and
+    /// those of the runs it grew from) are counted in `steps` and `seconds`.
+    pub grown_from: Option<usize>,
     /// The checkpoint written at the end, if any.
     pub checkpoint: Option<String>,
     /// The progress records of the whole run (resumed runs included), one per (step, phase,
@@ -125,7 +130,8 @@ impl Trainer {
         selected: &Selected,
         observer: &mut dyn Observer,
     ) -> Result<(ButterflyProduct<B>, TrainReport)> {
-        let options = RunOptions { resume: self.resume, stop: self.stop.as_deref() };
+        let grow = |attempt: usize, observer: &mut dyn Observer| self.grown::<B>(attempt, device, selected, observer);
+        let options = RunOptions { resume: self.resume, stop: self.stop.as_deref(), grow: &grow };
         let mut run = Run::<B>::start(&self.config, options, device, observer)?;
         run.announce(selected);
         // Adam then the polish, again from new random weights after a polish that stalled
@@ -135,6 +141,46 @@ impl Trainer {
             run.polish()?;
         }
         finish(run, selected)
+    }
+
+    /// Attempt `attempt`'s start grown from the layer trained at N/2 (seed `seed + attempt`, no
+    /// checkpoints or logs of its own, its progress to `observer`), where the config asks for it
+    /// ([`TrainConfig::grow_above`]) and the model class is one butterfly after the bit reversal
+    /// or the identity; `None` otherwise.
+    fn grown<B: FftBackend>(
+        &self,
+        attempt: usize,
+        device: &B::Device,
+        selected: &Selected,
+        observer: &mut dyn Observer,
+    ) -> Result<Option<Grown<B>>> {
+        let cfg = &self.config;
+        if cfg.n <= cfg.grow_above.max(2) {
+            return Ok(None);
+        }
+        let class = model_class_of_size(&cfg.target, cfg.n)?;
+        if !matches!(class.permutations.as_slice(), [Permutation::BitReversal | Permutation::Identity]) {
+            return Ok(None);
+        }
+        let seed = cfg.seed + attempt as u64;
+        let half = TrainConfig {
+            n: cfg.n / 2,
+            seed,
+            checkpoint_dir: None,
+            log_dir: None,
+            // The half-size layer is polished to its own precision: the grown one starts there.
+            stop_rmse: None,
+            ..cfg.clone()
+        };
+        let trainer = Trainer { config: half, resume: false, stop: self.stop.clone() };
+        let (layer, report) = trainer.run_on::<B>(device, selected, observer)?;
+        let layer = layer.into_butterfly()?.doubled(seed)?;
+        if layer.permutation() != &class.permutations[0] {
+            // N/2 = 2, where the bit reversal is the identity: N = 4 starts from random weights.
+            return Ok(None);
+        }
+        let layer = ButterflyProduct::from_butterfly(layer);
+        Ok(Some(Grown { layer, from_n: cfg.n / 2, steps: report.steps, seconds: report.seconds }))
     }
 }
 
@@ -167,6 +213,7 @@ fn finish<B: FftBackend>(mut run: Run<'_, B>, selected: &Selected) -> Result<(Bu
         bar,
         reached: bar.is_some_and(|b| rmse <= b),
         gauge_fixed: state.gauge_fixed,
+        grown_from: state.grown_from,
         checkpoint: ended.checkpoint.map(|p| p.display().to_string()),
         history: ended.history,
     };

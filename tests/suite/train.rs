@@ -746,3 +746,71 @@ fn resumed_run_follows_the_uninterrupted_run() {
     assert!(full_curve.len() as u64 > at + 10, "a record per step: {} records", full_curve.len());
     assert_eq!(full_curve, resumed_curve, "the resumed run's saved curve is the uninterrupted run's");
 }
+
+/// Growing (the layer of N/2 applied to both halves, a random last stage): from the exact
+/// factorization at N/2, the first log2 N − 1 stages are those of the exact factorization at N
+/// (the DFT after the bit reversal, the Hadamard transform after the identity), exactly in f64,
+/// and the last stage is unitary.
+#[test]
+fn doubled_layers_hold_the_half_size_stages() {
+    use learned_fft::reference::factorizations::exact;
+    type B = NdArrayBackend<f64>;
+    let device = Default::default();
+    for target in [Target::Dft, Target::Idft, Target::Hadamard] {
+        // From N = 4 (at N = 2 the bit reversal is the identity, and the layer keeps the former).
+        for n in [4, 8, 64] {
+            let half = ButterflyProduct::<B>::from_factorization(&exact(&target, n).unwrap().unwrap(), &device)
+                .unwrap()
+                .into_butterfly()
+                .unwrap();
+            let grown = half.doubled(5).unwrap();
+            let full = exact(&target, 2 * n).unwrap().unwrap();
+            let full = &full.factors()[0];
+            assert_eq!(grown.permutation().indices(2 * n), full.permutation, "{target:?} N = {n}");
+            let (re, im) = grown.twiddles_f64();
+            let kept = (2 * n).trailing_zeros() as usize - 1;
+            let per_stage = 4 * n; // 2N/2 blocks of 4 entries
+            for (got, want) in [(&re, &full.re), (&im, &full.im)] {
+                assert_eq!(got[..kept * per_stage], want[..kept * per_stage], "{target:?} N = {n}: kept stages");
+            }
+            for k in 0..n {
+                let at = |j: usize| {
+                    num_complex::Complex64::new(re[kept * per_stage + 4 * k + j], im[kept * per_stage + 4 * k + j])
+                };
+                let (a, b, c, d) = (at(0), at(1), at(2), at(3));
+                let gram = [
+                    a.norm_sqr() + c.norm_sqr() - 1.0,
+                    b.norm_sqr() + d.norm_sqr() - 1.0,
+                    (a.conj() * b + c.conj() * d).norm(),
+                ];
+                assert!(gram.iter().all(|g| g.abs() < 1e-12), "{target:?} N = {n}: last stage block {k} unitary");
+            }
+        }
+    }
+    let gather = learned_fft::ButterflyConfig::new(4)
+        .with_permutation(learned_fft::Permutation::gather(vec![1, 0, 3, 2]).unwrap())
+        .init::<B>(&device)
+        .unwrap();
+    assert!(matches!(gather.doubled(0), Err(Error::InvalidInput { .. })), "a gather does not double");
+}
+
+/// A run above `grow_above` starts from the trained half-size layer, grown, and reaches both
+/// bars; its steps count the half-size run's.
+#[test]
+fn grown_runs_reach_both_bars_candle() {
+    for precision in [Precision::F64, Precision::F32] {
+        for target in [Target::Dft, Target::Hadamard] {
+            let config = TrainConfig::new(32).with_target(target.clone()).with_grow_above(8);
+            let r = train(config, BackendKind::Candle, precision);
+            eprintln!(
+                "grown {target:?} {precision}: rmse {:.3e} floor {:?} steps {} from {:?}",
+                r.rmse, r.floor, r.steps, r.grown_from
+            );
+            assert_eq!(r.grown_from, Some(16), "N = 32 grows from 16 (which grew from 8)");
+            assert_bar(&r, precision);
+            let half =
+                train(TrainConfig::new(16).with_target(target).with_grow_above(8), BackendKind::Candle, precision);
+            assert!(r.steps > half.steps, "the grown run's {} steps count the half-size run's {}", r.steps, half.steps);
+        }
+    }
+}

@@ -268,6 +268,51 @@ impl<B: Backend> Butterfly<B> {
     }
 }
 
+impl<B: Backend> Butterfly<B> {
+    /// The layer of size 2N whose first log2 N stages apply this layer to each half of the
+    /// (permuted) input, with Haar-random unitary blocks (`seed`) in its last stage.
+    ///
+    /// With the bit reversal of 2N the first half holds the even samples in the bit-reversed
+    /// order of N and the second half the odd ones, so a DFT of size N here gives stages
+    /// `0 … log2 N − 1` of the radix-2 DFT of size 2N (decimation in time: `X_k = E_k + w^k O_k`);
+    /// with the identity, a Hadamard transform of size N gives those of `H_2 ⊗ H_N`. The last
+    /// stage is what remains to learn. The trainer starts large one-butterfly runs this way.
+    /// (At N = 2 the bit reversal and the identity are one permutation, which the layer holds as
+    /// the bit reversal: the doubled layer then has the bit reversal of 4.)
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] when the permutation is a gather (whose half-size pattern does not
+    /// carry over to 2N).
+    pub fn doubled(&self, seed: u64) -> Result<Butterfly<B>> {
+        let op = "butterfly.doubled";
+        if matches!(self.permutation, Permutation::Gather(_)) {
+            return Err(Error::invalid(op, "a layer with the bit reversal or the identity", "a gather"));
+        }
+        let (n, log_n) = (self.n, self.log_n());
+        let (re, im) = self.twiddles_f64();
+        let (last_re, last_im) = ButterflyInit::RandomUnitary { seed }.twiddles(2 * n);
+        // Stage s of 2N: blocks 0 … N/2 − 1 act on the first half, the next N/2 on the second,
+        // each as block k of stage s of N.
+        let stage = 2 * n; // entries of one stage of size N: N/2 blocks of 4
+        let doubled = |half: &[f64], last: &[f64]| -> Vec<f64> {
+            let mut out = Vec::with_capacity(2 * half.len() + 2 * stage);
+            for s in 0..log_n {
+                let block = &half[s * stage..(s + 1) * stage];
+                out.extend_from_slice(block);
+                out.extend_from_slice(block);
+            }
+            out.extend_from_slice(&last[log_n * 2 * stage..]);
+            out
+        };
+        let factor = Factor {
+            permutation: self.permutation.indices(2 * n),
+            re: doubled(&re, &last_re),
+            im: doubled(&im, &last_im),
+        };
+        Butterfly::from_factor(&factor, &self.twiddle_re.device())
+    }
+}
+
 /// The exact unitary FFT butterfly of size n (shorthand for the default config).
 pub fn exact_fft<B: ButterflyOps>(n: usize, inverse: bool, device: &B::Device) -> Result<Butterfly<B>> {
     ButterflyConfig::new(n).with_init(ButterflyInit::Fft { inverse, norm: FftNorm::Ortho }).init(device)
