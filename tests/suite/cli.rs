@@ -253,3 +253,38 @@ fn bench_train_sweeps_targets_as_it_sweeps_sizes() {
         assert!(row["bar"].as_f64().is_some_and(|b| b > 0.0 && b < 1e-6), "an f32 floor: {row}");
     }
 }
+
+/// `bench … --anchor FILE` reads the same run's anchor JSON lines before timing anything: a
+/// missing file, a file without the shape's line, and a line that is not JSON are refused naming
+/// the option; with the shape's line the result carries the ratios, computed from its own
+/// figures.
+#[test]
+fn bench_anchors_are_read_and_checked() {
+    let dir = scratch("cli-anchor");
+    let file = dir.join("anchor.jsonl");
+    let anchor = file.to_str().unwrap();
+    let bench = ["--backend", "ndarray", "bench", "butterfly", "--n", "16", "--batch", "4", "--iters", "3"];
+    let with = |rest: &[&'static str]| -> Vec<&str> { bench.iter().copied().chain(rest.iter().copied()).collect() };
+    refused(&with(&["--anchor", "/nonexistent/anchor.jsonl"]), &[], &["bench butterfly --anchor", "/nonexistent"]);
+    let other =
+        r#"{"device": "d", "n": 16, "batch": 5, "cufft_effective_GBps": 100.0, "torch_butterfly_fwdbwd_ms": 2.0}"#;
+    std::fs::write(&file, format!("{other}\n")).unwrap();
+    let mut args = with(&["--anchor"]);
+    args.push(anchor);
+    refused(&args, &[], &["bench butterfly --anchor", "n = 16, batch = 4", "none among 1 lines"]);
+    let own =
+        r#"{"device": "d", "n": 16, "batch": 4, "cufft_effective_GBps": 100.0, "torch_butterfly_fwdbwd_ms": 2.0}"#;
+    std::fs::write(&file, format!("{other}\n{own}\n")).unwrap();
+    let out = run(&args, &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let r = last_json(&out);
+    let ratio = r["anchor"]["forward_over_cufft"].as_f64().unwrap();
+    assert!((ratio - r["forward_gbps"].as_f64().unwrap() / 100.0).abs() <= 1e-12 * ratio, "{r}");
+    let speedup = r["anchor"]["fwd_bwd_speedup_over_torch"].as_f64().unwrap();
+    assert!((speedup - 2.0 / r["fwd_bwd_ms"].as_f64().unwrap()).abs() <= 1e-12 * speedup, "{r}");
+    std::fs::write(&file, "not json\n").unwrap();
+    let spectral = ["--backend", "ndarray", "bench", "spectral", "--win", "16", "--signals", "1", "--samples", "256"];
+    let mut args: Vec<&str> = spectral.to_vec();
+    args.extend(["--anchor", anchor]);
+    refused(&args, &[], &["bench spectral --anchor", "JSON lines"]);
+}
