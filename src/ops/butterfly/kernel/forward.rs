@@ -4,20 +4,9 @@ use burn_cubecl::{tensor::CubeTensor, CubeRuntime, FloatElement};
 use cubecl::{prelude::*, CubeDim};
 
 use super::radix::{self, RadixConfig};
-use super::{device_passes, Pass, PassConfig, Split, SplitInput, TwiddleTables};
+use super::{device_passes, reverse_bits, Pass, PassConfig, Split, SplitInput, TwiddleTables};
 use crate::ops::cubecl::empty;
 use crate::ops::cubecl::grid;
-
-/// `i` with its lowest `bits` bits reversed.
-#[cube]
-pub(crate) fn reverse_bits(i: usize, #[comptime] bits: usize) -> usize {
-    let mut r = 0;
-    #[unroll]
-    for b in 0..bits {
-        r = (r << 1) | ((i >> b) & 1);
-    }
-    r
-}
 
 /// Source index of position `i` after the input permutation.
 #[cube]

@@ -28,10 +28,20 @@ mod radix;
 
 pub use backward::backward;
 pub use forward::forward;
-pub(crate) use forward::reverse_bits;
 
 use burn_cubecl::{kernel::into_contiguous, tensor::CubeTensor, CubeRuntime, FloatElement};
 use cubecl::prelude::*;
+
+/// `i` with its lowest `bits` bits reversed.
+#[cube]
+pub(crate) fn reverse_bits(i: usize, #[comptime] bits: usize) -> usize {
+    let mut r = 0;
+    #[unroll]
+    for b in 0..bits {
+        r = (r << 1) | ((i >> b) & 1);
+    }
+    r
+}
 
 /// Largest line one pass holds in shared memory: 2 · 4096 · 4 bytes = 32 KiB in f32, which
 /// every wgpu and CUDA device offers. Single-pass kernels (the spectral loss's) stop here.

@@ -24,8 +24,7 @@
 use burn_cubecl::{tensor::CubeTensor, CubeRuntime, FloatElement};
 use cubecl::{prelude::*, CubeDim};
 
-use super::forward::reverse_bits;
-use super::{Split, SplitInput, TwiddleTables};
+use super::{reverse_bits, Split, SplitInput, TwiddleTables};
 use crate::ops::cubecl::{empty, grid};
 
 /// Largest group of stages a thread holds (2^5 = 32 complex elements: 64 registers).
