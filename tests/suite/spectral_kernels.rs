@@ -12,6 +12,11 @@ use crate::common::*;
 
 /// Fused against reference in f32, relative error of the loss (the acceptance bar). Both paths
 /// compute each bin in f32, as an FFT or as a W-term dot product; the loss averages many bins.
+/// The reference is not an f32 judge everywhere: its DFT is a matmul with the windowed basis, and
+/// Burn's CUDA matmul stages f32 operands as TF32 on tensor cores (10-bit mantissa; measured on an
+/// H200: the W = 2 linear-magnitude L1 loss 1.9e-4 from the fused one, which lavapipe and Vulkan
+/// on the same GPU put within this bar). Where fused and reference differ by more than a bar, the
+/// checker holds the fused path to that same bar against the f64 reference (ndarray) instead.
 const LOSS_F32_REL: f64 = 1e-5;
 /// Fused against reference in f32, relative RMS error of each input's gradient (the acceptance
 /// bar). The log magnitude's gradient `re/(re² + im² + eps)` is ill-conditioned where a bin is
@@ -19,7 +24,8 @@ const LOSS_F32_REL: f64 = 1e-5;
 /// common: with `center` and a symmetric window, the first frame is even about its middle, its
 /// spectrum is real, and a real bin comes far closer to zero than a complex one. Where the two
 /// f32 paths then differ by more than the bar, the checker measures the fused gradient against
-/// the f64 gradient instead, with the bound [`SENSITIVITY_BOUND`].
+/// the f64 gradient instead, with the bound [`SENSITIVITY_BOUND`] for the log magnitude and this
+/// bar for the others (whose reference can be TF32, see [`LOSS_F32_REL`]).
 const GRAD_F32_REL: f64 = 1e-4;
 /// In those ill-conditioned log-magnitude cases the fused gradient's error against f64 may be at
 /// most this many times the gradient's [`sensitivity`] to f32-level input perturbations: an f32
@@ -136,8 +142,12 @@ where
         let loss: SpectralLoss<Autodiff<B>> = cfg.init(device).unwrap();
         assert!(loss.is_fused(device), "W={}: the fused path is not taken", cfg.win);
         // One pass for the whole loss up to W = 1024 (two frames per slot fit in 32 KiB of shared
-        // memory); above, the fused spectrograms with tensor ops.
-        assert_eq!(loss.is_fully_fused(device), cfg.win <= 1024, "W={}: one-pass fused loss", cfg.win);
+        // memory, which every device offers); above, where the device's shared memory holds them
+        // (CUDA's does at W = 2048), or else the fused spectrograms with tensor ops: both are
+        // checked against the reference below.
+        if cfg.win <= 1024 {
+            assert!(loss.is_fully_fused(device), "W={}: one-pass fused loss", cfg.win);
+        }
         seen.insert((cfg.magnitude as u8, cfg.distance as u8));
         let pred = round_to_backend::<B>(&normals(3000 + i as u64, batch * t), device);
         let target = round_to_backend::<B>(&normals(4000 + i as u64, batch * t), device);
@@ -146,33 +156,52 @@ where
         let reference =
             run_with::<B>(&cfg, KernelChoice::Reference, reduction.clone(), &pred, &target, batch, t, device);
         let mut truth = None;
+        let f64_run = || {
+            run_with::<NdArrayBackend<f64>>(
+                &cfg,
+                KernelChoice::Reference,
+                reduction.clone(),
+                &pred,
+                &target,
+                batch,
+                t,
+                &Default::default(),
+            )
+        };
         let mut sens = None;
         let what = format!(
             "W={} H={} T={t} batch={batch} {:?} {:?} {:?} center={} sc={} reduction={reduction:?}",
             cfg.win, cfg.hop, cfg.magnitude, cfg.distance, cfg.window, cfg.center, cfg.spectral_convergence
         );
         let loss_err = (fused.0 - reference.0).abs() / reference.0.abs();
-        assert!(loss_err <= LOSS_F32_REL, "{what}: loss {} vs reference {} (rel {loss_err:e})", fused.0, reference.0);
+        if loss_err > LOSS_F32_REL {
+            // The reference is no f32 judge where the backend's matmul is not f32 (see
+            // [`LOSS_F32_REL`]): the fused loss then meets the same bar against f64.
+            let exact = truth.get_or_insert_with(f64_run).0;
+            let truth_err = (fused.0 - exact).abs() / exact.abs();
+            assert!(
+                truth_err <= LOSS_F32_REL,
+                "{what}: loss {} vs reference {} (rel {loss_err:e}) and vs f64 {exact} (rel {truth_err:e})",
+                fused.0,
+                reference.0
+            );
+        }
         for (name, a, b) in [("pred", &fused.1, &reference.1), ("target", &fused.2, &reference.2)] {
             let err = rel_rms_real(a, b);
             if err <= GRAD_F32_REL {
                 continue;
             }
-            assert!(cfg.magnitude == Magnitude::Log, "{what}: grad {name} rel RMS {err:e} > {GRAD_F32_REL:e}");
-            let f64_grads = truth.get_or_insert_with(|| {
-                run_with::<NdArrayBackend<f64>>(
-                    &cfg,
-                    KernelChoice::Reference,
-                    reduction.clone(),
-                    &pred,
-                    &target,
-                    batch,
-                    t,
-                    &Default::default(),
-                )
-            });
+            let f64_grads = truth.get_or_insert_with(f64_run);
             let want = if name == "pred" { &f64_grads.1 } else { &f64_grads.2 };
             let (fused_err, reference_err) = (rel_rms_real(a, want), rel_rms_real(b, want));
+            if cfg.magnitude != Magnitude::Log {
+                // Well conditioned: the fused gradient meets the same bar against f64.
+                assert!(
+                    fused_err <= GRAD_F32_REL,
+                    "{what}: grad {name}: fused vs reference {err:e} > {GRAD_F32_REL:e}, and vs f64 {fused_err:e} (the reference's: {reference_err:e})"
+                );
+                continue;
+            }
             let s =
                 sens.get_or_insert_with(|| sensitivity(&cfg, reduction.clone(), &pred, &target, batch, t, f64_grads));
             let s = if name == "pred" { s.0 } else { s.1 };
