@@ -112,8 +112,9 @@ struct TrainArgs {
     /// (default: the identity basis up to N = 4096, 256 probes above).
     #[arg(long)]
     probes: Option<usize>,
-    /// Above this N a one-butterfly run (DFT, iDFT, Hadamard) starts from the layer trained at
-    /// N/2, grown to N (default 4096; N or more: from random weights at every size).
+    /// Above this N a run of the DFT, iDFT, Hadamard transform or circulant starts from the
+    /// layer trained at N/2, grown to N (default 4096, the circulant 16; N or more: from random
+    /// weights at every size).
     #[arg(long)]
     grow_above: Option<usize>,
     /// rmse at which Adam hands over to the polish phase.
@@ -173,7 +174,6 @@ impl TrainArgs {
             lr_final,
             adam_steps,
             plateau_steps,
-            grow_above,
             switch_rmse,
             restarts,
             polish_iters,
@@ -185,6 +185,7 @@ impl TrainArgs {
         );
         c.stop_rmse = self.stop_rmse;
         c.probes = self.probes;
+        c.grow_above = self.grow_above;
         c.fix_gauge = !self.free_gauge;
         c.log_dir = self.log_dir.clone();
         c.checkpoint_dir = self.checkpoint_dir.clone();
@@ -242,6 +243,12 @@ enum BenchCommand {
         /// Runs per size (seeds 0, 1000, 2000, …).
         #[arg(long, default_value_t = 10, value_parser = positive())]
         seeds: usize,
+        /// Index of the first seed (seeds first · 1000, …), to split a sweep over processes.
+        #[arg(long, default_value_t = 0)]
+        first_seed: usize,
+        /// Grow from N/2 above this size (default: each target's, see `train --grow-above`).
+        #[arg(long)]
+        grow_above: Option<usize>,
         /// Stop each run as soon as it is under the bar (time to the bar).
         #[arg(long)]
         to_bar: bool,
@@ -422,11 +429,23 @@ fn run(cli: Cli) -> learned_fft::Result<serde_json::Value> {
             eprintln!("wrote {} ({} bytes)", summary.path, summary.bytes);
             Ok(json!({ "export": summary }))
         }
-        Command::Bench(BenchCommand::Train { targets, sizes, seeds, to_bar, ship, scratch, verbose }) => {
+        Command::Bench(BenchCommand::Train {
+            targets,
+            sizes,
+            seeds,
+            first_seed,
+            grow_above,
+            to_bar,
+            ship,
+            scratch,
+            verbose,
+        }) => {
             let sweep = cli::sweep::Sweep {
                 targets,
                 sizes,
                 seeds,
+                first_seed,
+                grow_above,
                 backend: kind,
                 precision,
                 to_bar,

@@ -26,8 +26,12 @@ pub struct Sweep {
     pub targets: Vec<TargetKind>,
     /// Sizes.
     pub sizes: Vec<usize>,
-    /// Runs per size (seeds 0, 1000, 2000, …).
+    /// Runs per size (seeds `first_seed · 1000`, then every 1000).
     pub seeds: usize,
+    /// Index of the first run's seed (0: seeds 0, 1000, …), to split one sweep over processes.
+    pub first_seed: usize,
+    /// [`TrainConfig::grow_above`] for every run (`None`: each target's default).
+    pub grow_above: Option<usize>,
     /// Backend.
     pub backend: BackendKind,
     /// Precision.
@@ -135,7 +139,7 @@ impl Sweep {
             TrainConfig::new(n).validate()?;
             let mut reports = Vec::new();
             let mut bars = Vec::new();
-            for i in 0..self.seeds {
+            for i in self.first_seed..self.first_seed + self.seeds {
                 let seed = i as u64 * SEED_STRIDE;
                 let target = target_for(kind, n, seed)?;
                 // The floor on this backend, for the f32 bar and for stopping at it.
@@ -144,6 +148,7 @@ impl Sweep {
                 let mut config = TrainConfig::new(n)
                     .with_target(target)
                     .with_seed(seed)
+                    .with_grow_above(self.grow_above)
                     .with_checkpoint_dir(Some(dir.display().to_string()))
                     .with_checkpoint_every(1_000_000);
                 if let (true, Some(bar)) = (self.to_bar, bar) {

@@ -120,6 +120,24 @@ impl<B: Backend> ButterflyProduct<B> {
         Ok(ButterflyProduct { factors })
     }
 
+    /// The product of size 2N whose factors are this product's, each doubled
+    /// ([`Butterfly::doubled`]: applied to both halves, with a random last stage, factor k's
+    /// drawn from `seed + k`). A product of bit-reversed DFT-like factors keeps its structure:
+    /// after the bit reversal of 2N, the first log2 N stages of each factor act on the even and
+    /// the odd samples as the factor of N did.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] when a factor's permutation is a gather.
+    pub fn doubled(&self, seed: u64) -> Result<ButterflyProduct<B>> {
+        let factors = self
+            .factors
+            .iter()
+            .enumerate()
+            .map(|(k, f)| f.doubled(seed.wrapping_add(k as u64)))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(ButterflyProduct { factors })
+    }
+
     /// Transform size N.
     pub fn n(&self) -> usize {
         self.factors[0].n()

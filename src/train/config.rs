@@ -42,17 +42,18 @@ pub struct TrainConfig {
     /// probes above it.
     #[config(default = "None")]
     pub probes: Option<usize>,
-    /// A run whose model class is one butterfly after the bit reversal or the identity (the DFT,
-    /// the iDFT, the Hadamard transform) and whose N is above this starts each attempt from the
-    /// layer trained at N/2 (itself from random weights, and grown the same way above this size)
-    /// applied to both halves, with a random last stage ([`Butterfly::doubled`]), and goes
-    /// straight to the polish. Adam from random weights sits on a plateau for thousands of steps
-    /// above N = 4096 (the DFT at N = 8192 and 16384 did not leave it in 3000). Set it to N or
-    /// more to start from random weights at every size.
+    /// A run whose model class is a product of butterflies after the bit reversal or the
+    /// identity with every stage learned (the DFT, the iDFT, the Hadamard transform, the
+    /// circulant) and whose N is above this starts each attempt from the layer trained at N/2
+    /// (on [`Target::halved`]; itself from random weights, and grown the same way above this
+    /// size) applied to both halves, with a random last stage in each factor
+    /// ([`ButterflyProduct::doubled`]), and goes straight to the polish. `None`: the target's
+    /// default, [`grow_above_default`]. Set it to N or more to start from random weights at
+    /// every size.
     ///
-    /// [`Butterfly::doubled`]: crate::nn::Butterfly::doubled
-    #[config(default = 4096)]
-    pub grow_above: usize,
+    /// [`ButterflyProduct::doubled`]: crate::nn::ButterflyProduct::doubled
+    #[config(default = "None")]
+    pub grow_above: Option<usize>,
     /// Adam hands over to the polish phase once the rmse is at or below this.
     #[config(default = 1e-4)]
     pub switch_rmse: f64,
@@ -95,7 +96,33 @@ pub struct TrainConfig {
     pub log_every: usize,
 }
 
+/// Above this size the one-butterfly targets grow from N/2 by default: Adam from random weights
+/// sits on a plateau for thousands of steps above N = 4096 (the DFT at N = 8192 and 16384 did
+/// not leave it in 3000 steps; at 4096 it reaches the f32 bar in 9.4 s on an H100).
+pub const GROW_ONE_FACTOR_ABOVE: usize = 4096;
+
+/// Above this size the circulant (two butterflies) grows from N/2 by default: from random
+/// weights its two factors reach both bars at N = 8 and 16 in every run, but fall into spurious
+/// minima from N = 32 (one seed in ten) and at N = 64 (every seed tried, ten attempts each).
+pub const GROW_PRODUCT_ABOVE: usize = 16;
+
+/// The size above which a run at N grows from N/2 when [`TrainConfig::grow_above`] is `None`:
+/// [`GROW_PRODUCT_ABOVE`] for the circulant, [`GROW_ONE_FACTOR_ABOVE`] for the others (the
+/// targets whose class has fixed stages, Hartley, DCT-II and DST-II, never grow).
+pub fn grow_above_default(target: &Target) -> usize {
+    match target {
+        Target::Circulant { .. } => GROW_PRODUCT_ABOVE,
+        _ => GROW_ONE_FACTOR_ABOVE,
+    }
+}
+
 impl TrainConfig {
+    /// The size above which this run grows from N/2: [`TrainConfig::grow_above`], or the
+    /// target's default.
+    pub fn grow_threshold(&self) -> usize {
+        self.grow_above.unwrap_or_else(|| grow_above_default(&self.target))
+    }
+
     /// Checks the configuration; returns log2 N.
     pub fn validate(&self) -> Result<usize> {
         let log_n = check_power_of_two("train", self.n)?;

@@ -14,7 +14,7 @@ use super::observer::{Observer, Progress};
 use super::run::{Grown, Run, RunOptions};
 use super::state::Phase;
 use crate::backend::{dispatch, BackendKind, BackendTask, FftBackend, Precision, Selected};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::metrics;
 use crate::nn::{model_class_of_size, ButterflyProduct};
 use crate::ops::Permutation;
@@ -143,10 +143,11 @@ impl Trainer {
         finish(run, selected)
     }
 
-    /// Attempt `attempt`'s start grown from the layer trained at N/2 (seed `seed + attempt`, no
-    /// checkpoints or logs of its own, its progress to `observer`), where the config asks for it
-    /// ([`TrainConfig::grow_above`]) and the model class is one butterfly after the bit reversal
-    /// or the identity; `None` otherwise.
+    /// Attempt `attempt`'s start grown from the layer trained at N/2 on the halved target (seed
+    /// `seed + attempt`, no checkpoints or logs of its own, its progress to `observer`), where
+    /// the config asks for it ([`TrainConfig::grow_threshold`]) and the model class is a product
+    /// of butterflies after the bit reversal or the identity with every stage learned; `None`
+    /// otherwise.
     fn grown<B: FftBackend>(
         &self,
         attempt: usize,
@@ -155,16 +156,19 @@ impl Trainer {
         observer: &mut dyn Observer,
     ) -> Result<Option<Grown<B>>> {
         let cfg = &self.config;
-        if cfg.n <= cfg.grow_above.max(2) {
+        // N/2 = 2, where the bit reversal is the identity: N = 4 starts from random weights.
+        if cfg.n <= cfg.grow_threshold().max(4) {
             return Ok(None);
         }
         let class = model_class_of_size(&cfg.target, cfg.n)?;
-        if !matches!(class.permutations.as_slice(), [Permutation::BitReversal | Permutation::Identity]) {
+        let doubles = |p: &Permutation| matches!(p, Permutation::BitReversal | Permutation::Identity);
+        if class.fixed.is_some() || !class.permutations.iter().all(doubles) {
             return Ok(None);
         }
         let seed = cfg.seed + attempt as u64;
         let half = TrainConfig {
             n: cfg.n / 2,
+            target: cfg.target.halved()?,
             seed,
             checkpoint_dir: None,
             log_dir: None,
@@ -174,12 +178,14 @@ impl Trainer {
         };
         let trainer = Trainer { config: half, resume: false, stop: self.stop.clone() };
         let (layer, report) = trainer.run_on::<B>(device, selected, observer)?;
-        let layer = layer.into_butterfly()?.doubled(seed)?;
-        if layer.permutation() != &class.permutations[0] {
-            // N/2 = 2, where the bit reversal is the identity: N = 4 starts from random weights.
-            return Ok(None);
+        let layer = layer.doubled(seed)?;
+        if layer.permutations() != class.permutations {
+            return Err(Error::invalid(
+                "train.grow",
+                format!("the permutations of the model class at N = {}", cfg.n),
+                format!("{:?} from the layer grown from N = {}", layer.permutations(), cfg.n / 2),
+            ));
         }
-        let layer = ButterflyProduct::from_butterfly(layer);
         Ok(Some(Grown { layer, from_n: cfg.n / 2, steps: report.steps, seconds: report.seconds }))
     }
 }

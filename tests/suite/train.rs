@@ -794,13 +794,54 @@ fn doubled_layers_hold_the_half_size_stages() {
     assert!(matches!(gather.doubled(0), Err(Error::InvalidInput { .. })), "a gather does not double");
 }
 
+/// Growing the circulant (two butterflies): doubling the exact factorization for the halved
+/// target (the kernel folded and scaled by 1/√2, [`Target::halved`]) gives every stage of the
+/// exact factorization at 2N, in f64 (to rounding), except the random last stage of each factor
+/// and the second half of the second factor's first stage, which holds the odd-indexed
+/// eigenvalues (the folded kernel's are the even-indexed ones, over √2: its first half is the
+/// exact one over √2).
+#[test]
+fn doubled_circulant_holds_the_half_size_stages() {
+    use learned_fft::reference::factorizations::exact;
+    type B = NdArrayBackend<f64>;
+    let device = Default::default();
+    for n in [4, 8, 64] {
+        let kernel: Vec<f64> = (0..2 * n).map(|j| ((j * 7 + 3) % 11) as f64 - 4.5).collect();
+        let target = Target::Circulant { kernel };
+        let halved = target.halved().unwrap();
+        let half = ButterflyProduct::<B>::from_factorization(&exact(&halved, n).unwrap().unwrap(), &device).unwrap();
+        let grown = half.doubled(9).unwrap();
+        let full = exact(&target, 2 * n).unwrap().unwrap();
+        let kept = (2 * n).trailing_zeros() as usize - 1;
+        let per_stage = 4 * n;
+        for (k, (got, want)) in grown.factors.iter().zip(full.factors()).enumerate() {
+            assert_eq!(got.permutation().indices(2 * n), want.permutation, "N = {n} factor {k}");
+            let (re, im) = got.twiddles_f64();
+            // Factor 1's stage 0: its first N/2 blocks (N/2 · 4 entries) are the even eigenvalues'.
+            let scale = if k == 1 { std::f64::consts::SQRT_2 } else { 1.0 };
+            for (got, want) in [(&re, &want.re), (&im, &want.im)] {
+                let first_half = got[..per_stage / 2].iter().zip(&want[..per_stage / 2]);
+                assert!(
+                    first_half.clone().all(|(g, w)| (g * scale - w).abs() <= 1e-13 * w.abs().max(1.0)),
+                    "N = {n} factor {k}: stage 0's first half"
+                );
+                let rest = per_stage..kept * per_stage;
+                assert!(got[rest.clone()] == want[rest], "N = {n} factor {k}: the kept stages");
+            }
+        }
+    }
+    let odd = Target::Circulant { kernel: vec![1.0; 3] };
+    assert!(matches!(odd.halved(), Err(Error::InvalidInput { .. })), "an odd kernel does not halve");
+}
+
 /// A run above `grow_above` starts from the trained half-size layer, grown, and reaches both
-/// bars; its steps count the half-size run's.
+/// bars; its steps count the half-size run's. The circulant (two butterflies) grows too.
 #[test]
 fn grown_runs_reach_both_bars_candle() {
     for precision in [Precision::F64, Precision::F32] {
-        for target in [Target::Dft, Target::Hadamard] {
-            let config = TrainConfig::new(32).with_target(target.clone()).with_grow_above(8);
+        let circulant = Target::Circulant { kernel: normals(32, 32) };
+        for target in [Target::Dft, Target::Hadamard, circulant] {
+            let config = TrainConfig::new(32).with_target(target.clone()).with_grow_above(Some(8));
             let r = train(config, BackendKind::Candle, precision);
             eprintln!(
                 "grown {target:?} {precision}: rmse {:.3e} floor {:?} steps {} from {:?}",
@@ -808,8 +849,8 @@ fn grown_runs_reach_both_bars_candle() {
             );
             assert_eq!(r.grown_from, Some(16), "N = 32 grows from 16 (which grew from 8)");
             assert_bar(&r, precision);
-            let half =
-                train(TrainConfig::new(16).with_target(target).with_grow_above(8), BackendKind::Candle, precision);
+            let half = TrainConfig::new(16).with_target(target.halved().unwrap()).with_grow_above(Some(8));
+            let half = train(half, BackendKind::Candle, precision);
             assert!(r.steps > half.steps, "the grown run's {} steps count the half-size run's {}", r.steps, half.steps);
         }
     }
