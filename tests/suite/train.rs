@@ -634,10 +634,10 @@ fn shipped_checkpoints_are_under_the_f32_bar_here_too() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("checkpoints");
     let manifest: Vec<serde_json::Value> =
         serde_json::from_slice(&std::fs::read(dir.join("manifest.json")).expect("manifest.json")).unwrap();
-    // The circulant is shipped where its two-butterfly class trains reliably (see the README).
+    // The circulant is shipped at the sizes whose seed-0 run finished on the GPU (see the README).
     let all: &[u64] = &[8, 16, 32, 64, 128, 256, 512, 1024];
     for (target, want) in [
-        ("circulant", &all[..3]),
+        ("circulant", &[8, 16, 32, 64, 128, 512][..]),
         ("dct2", all),
         ("dft", all),
         ("dst2", all),
