@@ -311,6 +311,13 @@ pub fn forward<R: CubeRuntime, F: FloatElement>(
     y
 }
 
+/// [`radix::LOG_ELEMS_VAR`] as a number, read once per process (the forward's launcher asks on
+/// every call).
+fn log_elems_override() -> Option<usize> {
+    static OVERRIDE: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
+    *OVERRIDE.get_or_init(|| std::env::var(radix::LOG_ELEMS_VAR).ok().and_then(|v| v.parse::<usize>().ok()))
+}
+
 /// The register-resident forward's configuration for `n` on `device`, where it runs.
 fn radix_config<R: CubeRuntime, F: FloatElement>(
     n: usize,
@@ -320,7 +327,7 @@ fn radix_config<R: CubeRuntime, F: FloatElement>(
     let client = R::client(device);
     let props = client.properties().hardware.clone();
     let (units, shared) = (props.max_units_per_cube as usize, props.max_shared_memory_size);
-    let log_elems = match std::env::var(radix::LOG_ELEMS_VAR).ok().and_then(|v| v.parse::<usize>().ok()) {
+    let log_elems = match log_elems_override() {
         Some(0) => return None,
         Some(log_elems) => log_elems,
         None => radix::default_log_elems(R::name(&client), n)?,
