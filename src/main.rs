@@ -252,7 +252,8 @@ enum BenchCommand {
         /// Stop each run as soon as it is under the bar (time to the bar).
         #[arg(long)]
         to_bar: bool,
-        /// Copy the first seed's checkpoint per size here and update manifest.json.
+        /// Copy seed 0's checkpoint per size here and update manifest.json (nothing is copied
+        /// when --first-seed is above 0).
         #[arg(long)]
         ship: Option<String>,
         /// Scratch directory for the runs.

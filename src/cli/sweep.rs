@@ -39,7 +39,7 @@ pub struct Sweep {
     /// Stop each run as soon as it is under the bar (for time-to-bar); otherwise polish until
     /// the loss stalls.
     pub to_bar: bool,
-    /// Copy the first seed's checkpoint of each size here and update `manifest.json`.
+    /// Copy seed 0's checkpoint of each size here (none when `first_seed` > 0) and update `manifest.json`.
     pub ship: Option<PathBuf>,
     /// Scratch directory for the runs' checkpoints.
     pub scratch: PathBuf,

@@ -47,7 +47,8 @@ pub struct TrainConfig {
     /// circulant) and whose N is above this starts each attempt from the layer trained at N/2
     /// (on [`Target::halved`]; itself from random weights, and grown the same way above this
     /// size) applied to both halves, with a random last stage in each factor
-    /// ([`ButterflyProduct::doubled`]), and goes straight to the polish. `None`: the target's
+    /// ([`ButterflyProduct::doubled`]); one butterfly then goes straight to the polish, a product
+    /// runs Adam's schedule first. `None`: the target's
     /// default, [`grow_above_default`]. Set it to N or more to start from random weights at
     /// every size.
     ///
