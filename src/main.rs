@@ -113,8 +113,9 @@ struct TrainArgs {
     #[arg(long)]
     probes: Option<usize>,
     /// Above this N a run of the DFT, iDFT, Hadamard transform or circulant starts from the
-    /// layer trained at N/2, grown to N (default 4096, the circulant 16; N or more: from random
-    /// weights at every size).
+    /// layer trained at N/2, grown to N (default 4096, the circulant 4; N or more: from random
+    /// weights at every size). A failed attempt reuses the trained half-size layer; every third
+    /// attempt trains a new one.
     #[arg(long)]
     grow_above: Option<usize>,
     /// rmse at which Adam hands over to the polish phase.

@@ -48,8 +48,9 @@ pub struct TrainConfig {
     /// (on [`Target::halved`]; itself from random weights, and grown the same way above this
     /// size) applied to both halves, with a random last stage in each factor
     /// ([`ButterflyProduct::doubled`]); one butterfly then goes straight to the polish, a product
-    /// runs Adam's schedule first. `None`: the target's
-    /// default, [`grow_above_default`]. Set it to N or more to start from random weights at
+    /// runs Adam's schedule first. The attempts of a block of
+    /// [`HALF_REUSE`](crate::train::HALF_REUSE) double one trained half-size layer, each with
+    /// its own random last stages. `None`: the target's default, [`grow_above_default`]. Set it to N or more to start from random weights at
     /// every size.
     ///
     /// [`ButterflyProduct::doubled`]: crate::nn::ButterflyProduct::doubled
@@ -63,8 +64,11 @@ pub struct TrainConfig {
     /// polish).
     #[config(default = 9)]
     pub restarts: usize,
-    /// Most Levenberg–Marquardt iterations in the polish phase.
-    #[config(default = 60)]
+    /// Most Levenberg–Marquardt iterations in the polish phase. A polish in a spurious minimum
+    /// ends earlier, when it stalls (`max_stalled`); one that still gains needs the room: on a
+    /// circulant of N = 16 (a kernel of the chain from 64) it fell from rmse 3e-4 to the bar in
+    /// about 200 iterations, where 60 ended every attempt above it.
+    #[config(default = 300)]
     pub polish_iters: usize,
     /// Most conjugate-gradient iterations per Levenberg–Marquardt step.
     #[config(default = 200)]
@@ -102,10 +106,13 @@ pub struct TrainConfig {
 /// not leave it in 3000 steps; at 4096 it reaches the f32 bar in 9.4 s on an H100).
 pub const GROW_ONE_FACTOR_ABOVE: usize = 4096;
 
-/// Above this size the circulant (two butterflies) grows from N/2 by default: from random
-/// weights its two factors reach both bars at N = 8 and 16 in every run, but fall into spurious
-/// minima from N = 32 (one seed in ten) and at N = 64 (every seed tried, ten attempts each).
-pub const GROW_PRODUCT_ABOVE: usize = 16;
+/// Above this size the circulant (two butterflies) grows from N/2 by default, so every run but
+/// N = 4 starts from the chain 4 → 8 → … → N. From random weights its two factors fall into
+/// spurious minima: at N = 16 one standard-normal kernel in twelve stalled at rmse 0.246 in all
+/// ten attempts (f32, candle), from N = 32 one seed in ten, and at N = 64 every seed tried. Grown
+/// from 4, every run reached both bars at N = 8 (20 kernels, f32) and N = 16 (40 kernels in f32,
+/// 20 in f64), the one that stalled among them.
+pub const GROW_PRODUCT_ABOVE: usize = 4;
 
 /// The size above which a run at N grows from N/2 when [`TrainConfig::grow_above`] is `None`:
 /// [`GROW_PRODUCT_ABOVE`] for the circulant, [`GROW_ONE_FACTOR_ABOVE`] for the others (the

@@ -50,4 +50,4 @@ pub use checkpoint::{Checkpoint, DirLock};
 pub use config::TrainConfig;
 pub use observer::{Observer, Progress};
 pub use state::{Phase, TrainState};
-pub use trainer::{TrainReport, Trainer};
+pub use trainer::{TrainReport, Trainer, HALF_REUSE};

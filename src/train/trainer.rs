@@ -1,6 +1,7 @@
 //! The trainer's API: [`Trainer`], its [`TrainReport`], and the [`Observer`] of its progress.
 //! The run itself is [`super::run`]; its phases are [`super::adam`] and [`super::polish`].
 
+use std::cell::RefCell;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -130,7 +131,9 @@ impl Trainer {
         selected: &Selected,
         observer: &mut dyn Observer,
     ) -> Result<(ButterflyProduct<B>, TrainReport)> {
-        let grow = |attempt: usize, observer: &mut dyn Observer| self.grown::<B>(attempt, device, selected, observer);
+        let half = RefCell::new(None);
+        let grow =
+            |attempt: usize, observer: &mut dyn Observer| self.grown::<B>(attempt, device, selected, &half, observer);
         let options = RunOptions { resume: self.resume, stop: self.stop.as_deref(), grow: &grow };
         let mut run = Run::<B>::start(&self.config, options, device, observer)?;
         run.announce(selected);
@@ -143,16 +146,21 @@ impl Trainer {
         finish(run, selected)
     }
 
-    /// Attempt `attempt`'s start grown from the layer trained at N/2 on the halved target (seed
-    /// `seed + attempt`, no checkpoints or logs of its own, its progress to `observer`), where
+    /// Attempt `attempt`'s start grown from the layer trained at N/2 on the halved target, where
     /// the config asks for it ([`TrainConfig::grow_threshold`]) and the model class is a product
     /// of butterflies after the bit reversal or the identity with every stage learned; `None`
-    /// otherwise.
+    /// otherwise. The half-size run (no checkpoints or logs of its own, its progress to
+    /// `observer`) has seed `seed + h`, where `h` is the first attempt of `attempt`'s block of
+    /// [`HALF_REUSE`]; the attempts of a block double that one trained layer (kept in `half`),
+    /// each with its own seed for the stages the half-size layer does not hold, whether or not
+    /// it reached its bar. The choice depends only on the attempt (and the runs are
+    /// deterministic), so a resumed run takes the uninterrupted run's path.
     fn grown<B: FftBackend>(
         &self,
         attempt: usize,
         device: &B::Device,
         selected: &Selected,
+        half: &RefCell<Option<Half<B>>>,
         observer: &mut dyn Observer,
     ) -> Result<Option<Grown<B>>> {
         let cfg = &self.config;
@@ -165,20 +173,16 @@ impl Trainer {
         if class.fixed.is_some() || !class.permutations.iter().all(doubles) {
             return Ok(None);
         }
-        let seed = cfg.seed + attempt as u64;
-        let half = TrainConfig {
-            n: cfg.n / 2,
-            target: cfg.target.halved()?,
-            seed,
-            checkpoint_dir: None,
-            log_dir: None,
-            // The half-size layer is polished to its own precision: the grown one starts there.
-            stop_rmse: None,
-            ..cfg.clone()
+        let block = attempt - attempt % HALF_REUSE;
+        let mut cached = half.borrow_mut();
+        let h = match cached.take() {
+            Some(h) if h.attempt == block => h,
+            _ => self.half_run::<B>(block, device, selected, observer)?,
         };
-        let trainer = Trainer { config: half, resume: false, stop: self.stop.clone() };
-        let (layer, report) = trainer.run_on::<B>(device, selected, observer)?;
-        let layer = layer.doubled(seed)?;
+        // Its steps and seconds count once, in the block's first attempt.
+        let (steps, seconds) = if h.attempt == attempt { (h.steps, h.seconds) } else { (0, 0.0) };
+        let layer = h.layer.doubled(cfg.seed + attempt as u64)?;
+        *cached = Some(h);
         if layer.permutations() != class.permutations {
             return Err(Error::invalid(
                 "train.grow",
@@ -186,8 +190,53 @@ impl Trainer {
                 format!("{:?} from the layer grown from N = {}", layer.permutations(), cfg.n / 2),
             ));
         }
-        Ok(Some(Grown { layer, from_n: cfg.n / 2, steps: report.steps, seconds: report.seconds }))
+        Ok(Some(Grown { layer, from_n: cfg.n / 2, steps, seconds }))
     }
+
+    /// The run at N/2 on the halved target with seed `seed + attempt`, polished to its own
+    /// precision (the grown layer starts there), with at most [`HALF_REUSE`] attempts: a run
+    /// that misses its bar there is still a start the run at N can finish from (the circulant's
+    /// chain from N = 4 to 64 with seed 0 missed at 8 in every attempt, rmse 0.11, and reached
+    /// the bar at 16 from it), and its own chain stays one block per level.
+    fn half_run<B: FftBackend>(
+        &self,
+        attempt: usize,
+        device: &B::Device,
+        selected: &Selected,
+        observer: &mut dyn Observer,
+    ) -> Result<Half<B>> {
+        let cfg = &self.config;
+        let half = TrainConfig {
+            n: cfg.n / 2,
+            target: cfg.target.halved()?,
+            seed: cfg.seed + attempt as u64,
+            // One block: a run above it grows from the layer even when it missed its bar.
+            restarts: cfg.restarts.min(HALF_REUSE - 1),
+            checkpoint_dir: None,
+            log_dir: None,
+            stop_rmse: None,
+            ..cfg.clone()
+        };
+        let trainer = Trainer { config: half, resume: false, stop: self.stop.clone() };
+        let (layer, report) = trainer.run_on::<B>(device, selected, observer)?;
+        Ok(Half { attempt, layer, steps: report.steps, seconds: report.seconds })
+    }
+}
+
+/// Attempts at N that grow from one trained half-size layer (each doubling it with its own seed)
+/// before the half-size run is repeated with a new seed, and the most attempts a half-size run
+/// makes. A failed attempt at N then costs its own steps, not the whole chain below it again,
+/// and a chain costs at most this many attempts per level and block: on the H200 the
+/// circulant's chain from N = 16 to 64 or 1024 retrained every level on every failed attempt
+/// above it, with ten attempts at each.
+pub const HALF_REUSE: usize = 3;
+
+/// A trained half-size layer, the attempt it was trained for, and what training it took.
+struct Half<B: FftBackend> {
+    attempt: usize,
+    layer: ButterflyProduct<B>,
+    steps: usize,
+    seconds: f64,
 }
 
 /// The last checkpoint, and the report: the final loss on the device, and the f64 metric.

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use learned_fft::backend::{BackendKind, NdArrayBackend, Precision};
 use learned_fft::nn::ButterflyProduct;
-use learned_fft::train::{Checkpoint, Phase, TrainConfig, TrainReport, Trainer};
+use learned_fft::train::{Checkpoint, Phase, TrainConfig, TrainReport, Trainer, HALF_REUSE};
 use learned_fft::{Butterfly, Error, Target};
 
 use crate::common::{normals, scratch, wgpu_device};
@@ -849,9 +849,45 @@ fn grown_runs_reach_both_bars_candle() {
             );
             assert_eq!(r.grown_from, Some(16), "N = 32 grows from 16 (which grew from 8)");
             assert_bar(&r, precision);
-            let half = TrainConfig::new(16).with_target(target.halved().unwrap()).with_grow_above(Some(8));
+            // The chain's half-size run makes at most `HALF_REUSE` attempts: the same config.
+            let half = TrainConfig::new(16)
+                .with_target(target.halved().unwrap())
+                .with_grow_above(Some(8))
+                .with_restarts(HALF_REUSE - 1);
             let half = train(half, BackendKind::Candle, precision);
             assert!(r.steps > half.steps, "the grown run's {} steps count the half-size run's {}", r.steps, half.steps);
         }
     }
+}
+
+/// A failed attempt at N doubles its block's trained half-size layer again instead of training
+/// the chain below it anew, and a half-size run makes at most `HALF_REUSE` attempts. With every
+/// attempt failing (one Adam step, one polish step), the circulant at N = 16 grown from 8 from 4
+/// with five attempts (blocks 0–2 and 3–4) trains one layer at 8 per block, each from one layer
+/// at 4: the runs start (a run starts once its half-size run is trained) at 4, 8, 16, then 4, 8
+/// for attempt 3. Retraining the chain on every attempt would start 4 and 8 five times each, and
+/// a run at 8 with more than three attempts would start a second run at 4 before it.
+#[test]
+fn failed_attempts_reuse_the_half_size_layer() {
+    use learned_fft::backend::Selected;
+    use learned_fft::train::Observer;
+    struct Starts(Vec<usize>);
+    impl Observer for Starts {
+        fn start(&mut self, _: &Selected, config: &TrainConfig, _: usize) {
+            self.0.push(config.n);
+        }
+    }
+    assert_eq!(HALF_REUSE, 3, "the expected starts below are for blocks of three attempts");
+    let config = TrainConfig::new(16)
+        .with_target(Target::Circulant { kernel: normals(7, 16) })
+        .with_grow_above(Some(4))
+        .with_adam_steps(1)
+        .with_polish_iters(1)
+        .with_restarts(4);
+    let mut starts = Starts(Vec::new());
+    let r = Trainer::new(config).unwrap().run(BackendKind::Ndarray, Precision::F64, &mut starts).unwrap();
+    assert!(!r.reached, "two steps an attempt do not reach the bar (rmse {:.3e})", r.rmse);
+    assert_eq!(r.attempts, 5);
+    assert_eq!(r.grown_from, Some(8));
+    assert_eq!(starts.0, [4, 8, 16, 4, 8], "the runs started, by size");
 }
