@@ -335,6 +335,27 @@ fn checkpointed(name: &str, n: usize) -> (PathBuf, TrainReport) {
     (dir, r)
 }
 
+/// A checkpoint keeps every f64 of its config exactly: a circulant kernel whose values JSON's
+/// fast float parsing reads one ulp off (0.24157325739966998 came back as 0.24157325739967) is
+/// read back bit for bit, and the run resumes with the same `--kernel` (it was refused as "a
+/// different target" before).
+#[test]
+fn checkpoint_keeps_the_kernel_bit_for_bit_and_resumes() {
+    let dir = scratch("checkpoint-kernel");
+    let kernel = vec![0.24157325739966998, -0.09250084134751363, 1.0611390133056082, -2.2474502285004383];
+    let config = TrainConfig::new(4)
+        .with_target(Target::Circulant { kernel: kernel.clone() })
+        .with_checkpoint_dir(Some(dir.display().to_string()));
+    let r = train(config.clone(), BackendKind::Ndarray, Precision::F64);
+    let ckpt = Checkpoint::read(dir.join("checkpoint.lfft")).unwrap();
+    let Target::Circulant { kernel: read } = &ckpt.config.target else { panic!("a circulant checkpoint") };
+    let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    assert_eq!(bits(read), bits(&kernel), "the kernel as written");
+    let resumed =
+        Trainer::new(config).unwrap().with_resume(true).run(BackendKind::Ndarray, Precision::F64, &mut ()).unwrap();
+    assert_eq!((resumed.steps, resumed.rmse.to_bits()), (r.steps, r.rmse.to_bits()), "the finished run, resumed");
+}
+
 #[test]
 fn checkpoints_load_into_a_layer_and_bad_files_are_refused() {
     let (dir, r) = checkpointed("checkpoint", 8);
