@@ -16,9 +16,14 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use burn::module::{Module, Param};
+use std::collections::HashMap;
+
+use burn::module::{Module, Param, ParamId};
+use burn::optim::record::AdaptorRecord;
+use burn::optim::{Adam, AdamState, AdaptiveMomentumState};
 use burn::record::{DoublePrecisionSettings, FullPrecisionSettings, NamedMpkBytesRecorder, Recorder};
-use burn::tensor::{backend::Backend, Tensor};
+use burn::tensor::backend::{AutodiffBackend, Backend};
+use burn::tensor::{Tensor, TensorData};
 use serde::{Deserialize, Serialize};
 
 use super::config::TrainConfig;
@@ -30,7 +35,7 @@ use crate::files::write_atomic;
 use crate::nn::{Butterfly, ButterflyConfig, ButterflyInit, ButterflyProduct, ButterflyProductConfig};
 use crate::ops::Permutation;
 use crate::reference::Target;
-use crate::tensors::{float_tensor, to_f64_vec};
+use crate::tensors::float_tensor;
 
 const MAGIC: &[u8; 8] = b"LFFTCKPT";
 const VERSION: u32 = 1;
@@ -135,7 +140,7 @@ fn legacy_precision(header: &[u8]) -> Option<Precision> {
 }
 
 /// A checkpoint read back: config, state, and the raw records (decoded on a backend by
-/// [`Checkpoint::layer`] and [`Checkpoint::optimizer_record`]).
+/// [`Checkpoint::layer`] or [`Checkpoint::product`], and the optimiser's state by the trainer).
 pub struct Checkpoint {
     path: PathBuf,
     /// The config of the run that wrote it.
@@ -317,58 +322,156 @@ impl Checkpoint {
         let n = self.config.n;
         let decode =
             |what: &str, e: burn::record::RecorderError| corrupt(&self.path, format!("cannot decode {what}: {e}"));
-        let mut product = match &self.permutations {
+        let (mut product, stored) = match &self.permutations {
             Some(perms) => {
                 let empty = ButterflyProductConfig::new(n, perms.clone())
                     .with_init(ButterflyInit::Identity)
                     .init::<B>(device)
                     .map_err(|e| corrupt(&self.path, format!("its permutations do not fit n = {n}: {e}")))?;
-                let record =
-                    Recorder::<B>::load(&reader(), self.model.clone(), device).map_err(|e| decode("the product", e))?;
-                empty.load_record(record)
+                let file: items::File<items::Product> = Recorder::<B>::load_item(&reader(), &mut self.model.clone())
+                    .map_err(|e| decode("the product", e))?;
+                (empty, file.item.factors)
             }
             None => {
                 let empty = ButterflyConfig::new(n)
                     .with_init(ButterflyInit::Identity)
                     .with_permutation(legacy_permutation(&self.config.target))
                     .init::<B>(device)?;
-                let record =
-                    Recorder::<B>::load(&reader(), self.model.clone(), device).map_err(|e| decode("the layer", e))?;
-                ButterflyProduct::from_butterfly(empty.load_record(record))
+                let file: items::File<items::Butterfly> =
+                    Recorder::<B>::load_item(&reader(), &mut self.model.clone()).map_err(|e| decode("the layer", e))?;
+                (ButterflyProduct::from_butterfly(empty), vec![file.item])
             }
         };
-        if product.len() != self.factors() {
-            return Err(corrupt(&self.path, format!("{} factors, the header names {}", product.len(), self.factors())));
+        if stored.len() != self.factors() {
+            return Err(corrupt(&self.path, format!("{} factors, the header names {}", stored.len(), self.factors())));
         }
         let expected = [n.trailing_zeros() as usize, n / 2, 2, 2];
-        for layer in &mut product.factors {
-            if layer.twiddle_re.dims() != expected || layer.twiddle_im.dims() != expected {
-                return Err(corrupt(
-                    &self.path,
-                    format!("twiddles of shape {:?}, config says {expected:?}", layer.twiddle_re.dims()),
-                ));
-            }
-            // Burn 0.21 creates loaded tensors in the device's default dtype, which another
-            // precision may have set in this process (see `crate::tensors`): rebuild them in B's
-            // own dtype. The parameter ids are kept: the optimiser's saved state is keyed by
-            // them. They are trainable again (a resumed run needs their gradients).
-            let own = |p: &Param<Tensor<B, 4>>| {
-                Param::initialized(p.id, float_tensor::<B, 4>(to_f64_vec(p.val()), expected, device).require_grad())
-            };
-            layer.twiddle_re = own(&layer.twiddle_re);
-            layer.twiddle_im = own(&layer.twiddle_im);
+        for (layer, stored) in product.factors.iter_mut().zip(stored) {
+            layer.twiddle_re = self.param::<B>(stored.twiddle_re, expected, device)?;
+            layer.twiddle_im = self.param::<B>(stored.twiddle_im, expected, device)?;
         }
         Ok(product)
     }
 
-    /// The optimiser's record, decoded on `B`; `None` when the checkpoint holds none.
-    pub fn optimizer_record<B: Backend, R: burn::record::Record<B>>(&self, device: &B::Device) -> Result<Option<R>> {
+    /// A stored parameter as a trainable tensor of `B`'s float type, with its saved id (the
+    /// optimiser's state is keyed by it).
+    fn param<B: Backend>(
+        &self,
+        stored: items::Param,
+        shape: [usize; 4],
+        device: &B::Device,
+    ) -> Result<Param<Tensor<B, 4>>> {
+        let id = ParamId::try_deserialize(&stored.id)
+            .ok_or_else(|| corrupt(&self.path, format!("parameter id {:?} does not decode", stored.id)))?;
+        let tensor = self.tensor::<B>(stored.param, shape, device)?;
+        Ok(Param::initialized(id, tensor.require_grad()))
+    }
+
+    /// A stored tensor in `B`'s float type, checked against the shape it must have.
+    fn tensor<B: Backend>(&self, data: TensorData, shape: [usize; 4], device: &B::Device) -> Result<Tensor<B, 4>> {
+        if data.shape.as_slice() != shape {
+            return Err(corrupt(&self.path, format!("a tensor of shape {:?}, config says {shape:?}", data.shape)));
+        }
+        let values = data
+            .convert::<f64>()
+            .into_vec::<f64>()
+            .map_err(|e| corrupt(&self.path, format!("a tensor that does not decode as floats: {e:?}")))?;
+        Ok(float_tensor::<B, 4>(values, shape, device))
+    }
+
+    /// Adam's state saved with the layer, per parameter id, decoded on `B`; `None` when the
+    /// checkpoint holds none (Adam was done).
+    pub(super) fn adam_state<B: AutodiffBackend>(&self, device: &B::Device) -> Result<Option<Vec<AdamParamState<B>>>> {
         if self.optim.is_empty() {
             return Ok(None);
         }
-        Recorder::<B>::load(&reader(), self.optim.clone(), device)
-            .map(Some)
-            .map_err(|e| corrupt(&self.path, format!("cannot decode the optimiser state: {e}")))
+        let file: items::File<HashMap<String, items::Adaptor>> =
+            Recorder::<B>::load_item(&reader(), &mut self.optim.clone())
+                .map_err(|e| corrupt(&self.path, format!("cannot decode the optimiser state: {e}")))?;
+        let n = self.config.n;
+        let shape = [n.trailing_zeros() as usize, n / 2, 2, 2];
+        let mut state = Vec::with_capacity(file.item.len());
+        for (id, items::Adaptor::V1(items::Ranked::Rank4(adam))) in file.item {
+            let id = ParamId::try_deserialize(&id).ok_or_else(|| {
+                corrupt(&self.path, format!("optimiser state for parameter id {id:?}, which does not decode"))
+            })?;
+            let m = adam.momentum;
+            let max_moment_2 = m.max_moment_2.map(|t| self.tensor::<B::InnerBackend>(t, shape, device)).transpose()?;
+            let momentum = AdaptiveMomentumState {
+                time: m.time,
+                moment_1: self.tensor::<B::InnerBackend>(m.moment_1, shape, device)?,
+                moment_2: self.tensor::<B::InnerBackend>(m.moment_2, shape, device)?,
+                max_moment_2,
+            };
+            state.push((id, AdaptorRecord::from_state(AdamState { momentum })));
+        }
+        Ok(Some(state))
+    }
+}
+
+/// Adam's saved state of one parameter.
+pub(super) type AdamParamState<B> = (ParamId, AdaptorRecord<Adam, B>);
+
+/// Mirrors of the records' serialised items, decoded here rather than by Burn's
+/// `Record::from_item`: Burn 0.21 creates the loaded tensors in the device's default float
+/// dtype, which is one per device for the whole process (`NdArray<f32>` and `NdArray<f64>`
+/// share it), so an f64 checkpoint loaded after an f32 layer would be rounded to f32. Each
+/// tensor's data carries its own dtype; the tensors are built in `B`'s (`crate::tensors`).
+mod items {
+    use burn::tensor::TensorData;
+    use serde::Deserialize;
+
+    /// Burn's `BurnRecord` (its metadata is not needed).
+    #[derive(Deserialize)]
+    pub struct File<I> {
+        pub item: I,
+    }
+
+    /// Burn's `ParamSerde` of a float tensor.
+    #[derive(Deserialize)]
+    pub struct Param {
+        pub id: String,
+        pub param: TensorData,
+    }
+
+    /// [`crate::nn::Butterfly`]'s record item (its skipped fields are not stored).
+    #[derive(Deserialize)]
+    pub struct Butterfly {
+        pub twiddle_re: Param,
+        pub twiddle_im: Param,
+    }
+
+    /// [`crate::nn::ButterflyProduct`]'s record item.
+    #[derive(Deserialize)]
+    pub struct Product {
+        pub factors: Vec<Butterfly>,
+    }
+
+    /// Burn's `AdaptorRecordItem`.
+    #[derive(Deserialize)]
+    pub enum Adaptor {
+        V1(Ranked),
+    }
+
+    /// Burn's `AdaptorRecordItemV1`: every parameter of the layer has rank 4.
+    #[derive(Deserialize)]
+    pub enum Ranked {
+        Rank4(Adam),
+    }
+
+    /// Burn's `AdamStateItem`.
+    #[derive(Deserialize)]
+    pub struct Adam {
+        pub momentum: Momentum,
+    }
+
+    /// Burn's `AdaptiveMomentumStateItem`.
+    #[derive(Deserialize)]
+    pub struct Momentum {
+        pub time: usize,
+        pub moment_1: TensorData,
+        pub moment_2: TensorData,
+        pub max_moment_2: Option<TensorData>,
     }
 }
 

@@ -456,20 +456,8 @@ fn resume<B: FftBackend>(path: &Path, cfg: &TrainConfig, device: &B::Device) -> 
     check_compatible(&ckpt, cfg, Precision::of::<B>())?;
     let layer = ckpt.product::<B>(device)?;
     let mut optim = new_optim::<B>();
-    // Burn 0.21 decodes records in the device's default float dtype, which is fixed per device
-    // for the whole process: if this process already used the device at the other precision,
-    // Adam's state would come back in the wrong dtype.
-    let default_dtype = Tensor::<B, 1>::zeros([1], device).dtype();
-    let own = <B::FloatElem as burn::tensor::Element>::dtype();
-    if ckpt.state.phase == Phase::Adam && default_dtype != own {
-        return Err(Error::invalid(
-            "train.resume",
-            format!("a process whose default float type on this device is {own:?} (Burn keeps one per device)"),
-            format!("{default_dtype:?}; resume in a new process"),
-        ));
-    }
-    if let Some(record) = ckpt.optimizer_record::<B, _>(device)? {
-        optim = optim.load_record(record);
+    if let Some(state) = ckpt.adam_state::<B>(device)? {
+        optim = optim.load_record(state.into_iter().collect());
     }
     Ok((layer, optim, ckpt.state, ckpt.history))
 }
