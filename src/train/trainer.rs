@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use super::checkpoint;
+use super::checkpoint::{self, Checkpoint};
 use super::config::TrainConfig;
 use super::objective::scalar;
 use super::observer::{Observer, Progress};
@@ -177,7 +177,7 @@ impl Trainer {
         let mut cached = half.borrow_mut();
         let h = match cached.take() {
             Some(h) if h.attempt == block => h,
-            _ => self.half_run::<B>(block, device, selected, observer)?,
+            _ => self.half_run::<B>(block, device, selected, observer).map_err(|e| self.saved_before(attempt, e))?,
         };
         // Its steps and seconds count once, in the block's first attempt.
         let (steps, seconds) = if h.attempt == attempt { (h.steps, h.seconds) } else { (0, 0.0) };
@@ -191,6 +191,22 @@ impl Trainer {
             ));
         }
         Ok(Some(Grown { layer, from_n: cfg.n / 2, steps, seconds }))
+    }
+
+    /// A stop asked for while a half-size run trained (it keeps no checkpoints) names this
+    /// run's last checkpoint, and its step, when it has one (a later attempt's, or a resumed
+    /// run's): `--resume` continues from it.
+    fn saved_before(&self, attempt: usize, e: Error) -> Error {
+        let Error::Interrupted { checkpoint: None, .. } = e else { return e };
+        if attempt == 0 && !self.resume {
+            return e;
+        }
+        match self.checkpoint_path().and_then(|p| Some((Checkpoint::read(&p).ok()?, p))) {
+            Some((ckpt, path)) => {
+                Error::Interrupted { step: ckpt.state.step, checkpoint: Some(path.display().to_string()) }
+            }
+            None => e,
+        }
     }
 
     /// The run at N/2 on the halved target with seed `seed + attempt`, polished to its own

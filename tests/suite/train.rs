@@ -977,3 +977,59 @@ fn failed_attempts_reuse_the_half_size_layer() {
     assert_eq!(r.grown_from, Some(8));
     assert_eq!(starts.0, [4, 8, 16, 4, 8], "the runs started, by size");
 }
+
+/// A stop asked for while a later block's half-size run trains (it keeps no checkpoints) names
+/// the run's last checkpoint and its step, not "nothing was saved", and the run resumed from it
+/// ends where the uninterrupted run did. Every attempt fails as above; the stop comes when the
+/// second block's run at 4 starts.
+#[test]
+fn a_stop_during_a_half_size_run_names_the_last_checkpoint() {
+    use learned_fft::backend::Selected;
+    use learned_fft::train::Observer;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    struct StopAtStart(Vec<usize>, usize, Arc<AtomicBool>);
+    impl Observer for StopAtStart {
+        fn start(&mut self, _: &Selected, config: &TrainConfig, _: usize) {
+            self.0.push(config.n);
+            if self.0.len() == self.1 {
+                self.2.store(true, Ordering::SeqCst);
+            }
+        }
+    }
+    let config = |dir: &str| {
+        TrainConfig::new(16)
+            .with_target(Target::Circulant { kernel: normals(7, 16) })
+            .with_grow_above(Some(4))
+            .with_adam_steps(1)
+            .with_polish_iters(1)
+            .with_restarts(4)
+            .with_checkpoint_every(1)
+            .with_checkpoint_dir(Some(scratch(dir).display().to_string()))
+    };
+    let full = train(config("half-stop-full"), BackendKind::Ndarray, Precision::F64);
+    let cut = config("half-stop-cut");
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut observer = StopAtStart(Vec::new(), 4, stop.clone());
+    let stopped = Trainer::new(cut.clone()).unwrap().with_stop_flag(stop).run(
+        BackendKind::Ndarray,
+        Precision::F64,
+        &mut observer,
+    );
+    assert_eq!(observer.0, [4, 8, 16, 4], "stopped as the second block's run at 4 started");
+    let path = Path::new(cut.checkpoint_dir.as_deref().unwrap()).join("checkpoint.lfft");
+    let saved = Checkpoint::read(&path).expect("the run at 16 checkpointed before").state.step;
+    match stopped {
+        Err(Error::Interrupted { step, checkpoint: Some(p) }) => {
+            assert_eq!((step, Path::new(&p)), (saved, path.as_path()), "the message names the last checkpoint")
+        }
+        other => panic!("expected a stop naming the checkpoint, got {other:?}"),
+    }
+    let resumed =
+        Trainer::new(cut).unwrap().with_resume(true).run(BackendKind::Ndarray, Precision::F64, &mut ()).unwrap();
+    assert_eq!(
+        (resumed.steps, resumed.attempts, resumed.rmse.to_bits()),
+        (full.steps, full.attempts, full.rmse.to_bits()),
+        "the resumed run ends where the uninterrupted one did"
+    );
+}
