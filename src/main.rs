@@ -263,6 +263,11 @@ enum BenchCommand {
         /// Also print every run's progress records as JSON lines on stderr.
         #[arg(long)]
         verbose: bool,
+        /// Continue a sweep that was stopped (SIGTERM, Ctrl-C) with the same arguments: every
+        /// run whose checkpoint is in the scratch directory resumes from it (a finished run
+        /// reports at once), the others start.
+        #[arg(long)]
+        resume: bool,
     },
     /// FftConv1d (exact FFT) against Burn's direct conv1d, forward, for several kernel lengths.
     Conv {
@@ -441,6 +446,7 @@ fn run(cli: Cli) -> learned_fft::Result<serde_json::Value> {
             ship,
             scratch,
             verbose,
+            resume,
         }) => {
             let sweep = cli::sweep::Sweep {
                 targets,
@@ -453,6 +459,8 @@ fn run(cli: Cli) -> learned_fft::Result<serde_json::Value> {
                 to_bar,
                 ship: ship.map(Into::into),
                 scratch: scratch.into(),
+                resume,
+                stop: Some(stop_on_signals()?),
             };
             let (mut lines, mut quiet) = (JsonLines, ());
             let observer: &mut dyn learned_fft::train::Observer = if verbose { &mut lines } else { &mut quiet };

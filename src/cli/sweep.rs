@@ -2,6 +2,8 @@
 //! targets × N = 8…1024 × several seeds, one precision per call (`learned-fft bench train`).
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -9,7 +11,7 @@ use learned_fft::backend::{BackendKind, Precision};
 use learned_fft::error::{Error, Result};
 use learned_fft::files::write_atomic;
 use learned_fft::reference::factorizations::model_name;
-use learned_fft::train::checkpoint::{Checkpoint, CHECKPOINT_FILE};
+use learned_fft::train::checkpoint::{self, Checkpoint, CHECKPOINT_FILE};
 use learned_fft::train::{TrainConfig, TrainReport, Trainer};
 use learned_fft::{metrics, Permutation, Target, TargetKind};
 use rand::SeedableRng;
@@ -43,6 +45,11 @@ pub struct Sweep {
     pub ship: Option<PathBuf>,
     /// Scratch directory for the runs' checkpoints.
     pub scratch: PathBuf,
+    /// Resume every run whose checkpoint is in `scratch` (a sweep stopped earlier, with the same
+    /// arguments); the others start.
+    pub resume: bool,
+    /// A flag that stops the running run with a checkpoint ([`Trainer::with_stop_flag`]).
+    pub stop: Option<Arc<AtomicBool>>,
 }
 
 /// One size's results.
@@ -155,7 +162,12 @@ impl Sweep {
                     // 0.95: the device's rmse and the f64 metric agree to ~1e-3, not exactly.
                     config.stop_rmse = Some(0.95 * bar);
                 }
-                let report = Trainer::new(config)?.run(self.backend, self.precision, observer)?;
+                let resume = self.resume && checkpoint::resumable(&dir);
+                let mut trainer = Trainer::new(config)?.with_resume(resume);
+                if let Some(stop) = &self.stop {
+                    trainer = trainer.with_stop_flag(Arc::clone(stop));
+                }
+                let report = trainer.run(self.backend, self.precision, observer)?;
                 each(&report);
                 if i == 0 {
                     if let Some(ship) = &self.ship {

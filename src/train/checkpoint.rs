@@ -52,6 +52,21 @@ pub fn running_path(config: &TrainConfig) -> Option<PathBuf> {
     config.checkpoint_dir.as_ref().map(|d| Path::new(d).join(CHECKPOINT_FILE))
 }
 
+/// The checkpoint directory, inside a grown run's `dir`, of the half-size run of size `n` that
+/// the block of attempts starting at `attempt` grows from ([`crate::train::HALF_REUSE`]); its own
+/// half-size runs nest inside it.
+pub fn half_dir(dir: &Path, n: usize, attempt: usize) -> PathBuf {
+    dir.join(format!("half-n{n}-a{attempt}"))
+}
+
+/// Whether `dir` holds something to resume: a run's checkpoint, or a half-size run's (a grown
+/// run stopped before its own first checkpoint).
+pub fn resumable(dir: &Path) -> bool {
+    let half =
+        |e: std::fs::DirEntry| e.file_name().to_str().is_some_and(|n| n.starts_with("half-n")) && resumable(&e.path());
+    dir.join(CHECKPOINT_FILE).exists() || std::fs::read_dir(dir).is_ok_and(|mut d| d.any(|e| e.is_ok_and(half)))
+}
+
 /// The lock file inside a checkpoint directory (it names the process holding it).
 pub const LOCK_FILE: &str = "lock";
 

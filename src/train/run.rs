@@ -141,9 +141,13 @@ impl<'a, B: FftBackend> Run<'a, B> {
         // One trainer per checkpoint directory, from before the checkpoint is read.
         let lock = cfg.checkpoint_dir.as_ref().map(|d| DirLock::acquire(Path::new(d))).transpose()?;
         let (layer, optim, state, history) = match (&ckpt_path, options.resume) {
-            (Some(path), true) => resume::<B>(path, cfg, device)?,
+            // A grown run stopped while its first half-size run trained has only that run's
+            // checkpoint: it starts again, and the half-size run resumes.
+            (Some(path), true) if path.exists() || !path.parent().is_some_and(checkpoint::resumable) => {
+                resume::<B>(path, cfg, device)?
+            }
             (None, true) => return Err(Error::invalid("train.resume", "a checkpoint directory", "none")),
-            (_, false) => {
+            (_, _) => {
                 let mut state = TrainState::start();
                 let layer = match (options.grow)(0, &mut *observer)? {
                     Some(grown) => {

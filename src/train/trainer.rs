@@ -2,13 +2,13 @@
 //! The run itself is [`super::run`]; its phases are [`super::adam`] and [`super::polish`].
 
 use std::cell::RefCell;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use serde::Serialize;
 
-use super::checkpoint::{self, Checkpoint};
+use super::checkpoint;
 use super::config::TrainConfig;
 use super::objective::scalar;
 use super::observer::{Observer, Progress};
@@ -177,7 +177,7 @@ impl Trainer {
         let mut cached = half.borrow_mut();
         let h = match cached.take() {
             Some(h) if h.attempt == block => h,
-            _ => self.half_run::<B>(block, device, selected, observer).map_err(|e| self.saved_before(attempt, e))?,
+            _ => self.half_run::<B>(block, device, selected, observer)?,
         };
         // Its steps and seconds count once, in the block's first attempt.
         let (steps, seconds) = if h.attempt == attempt { (h.steps, h.seconds) } else { (0, 0.0) };
@@ -193,22 +193,6 @@ impl Trainer {
         Ok(Some(Grown { layer, from_n: cfg.n / 2, steps, seconds }))
     }
 
-    /// A stop asked for while a half-size run trained (it keeps no checkpoints) names this
-    /// run's last checkpoint, and its step, when it has one (a later attempt's, or a resumed
-    /// run's): `--resume` continues from it.
-    fn saved_before(&self, attempt: usize, e: Error) -> Error {
-        let Error::Interrupted { checkpoint: None, .. } = e else { return e };
-        if attempt == 0 && !self.resume {
-            return e;
-        }
-        match self.checkpoint_path().and_then(|p| Some((Checkpoint::read(&p).ok()?, p))) {
-            Some((ckpt, path)) => {
-                Error::Interrupted { step: ckpt.state.step, checkpoint: Some(path.display().to_string()) }
-            }
-            None => e,
-        }
-    }
-
     /// The run at N/2 on the halved target with seed `seed + attempt`, polished to its own
     /// precision (the grown layer starts there), with at most [`HALF_REUSE`] attempts: a run
     /// that misses its bar there is still a start the run at N can finish from (the circulant's
@@ -222,18 +206,23 @@ impl Trainer {
         observer: &mut dyn Observer,
     ) -> Result<Half<B>> {
         let cfg = &self.config;
+        let n = cfg.n / 2;
+        let dir = cfg.checkpoint_dir.as_ref().map(|d| checkpoint::half_dir(Path::new(d), n, attempt));
         let half = TrainConfig {
-            n: cfg.n / 2,
+            n,
             target: cfg.target.halved()?,
             seed: cfg.seed + attempt as u64,
             // One block: a run above it grows from the layer even when it missed its bar.
             restarts: cfg.restarts.min(HALF_REUSE - 1),
-            checkpoint_dir: None,
+            checkpoint_dir: dir.as_ref().map(|d| d.display().to_string()),
             log_dir: None,
             stop_rmse: None,
             ..cfg.clone()
         };
-        let trainer = Trainer { config: half, resume: false, stop: self.stop.clone() };
+        // A resumed run resumes (or reads back, when it finished) the half-size run it stopped
+        // in or needs again; a new run trains it anew.
+        let resume = self.resume && dir.as_deref().is_some_and(checkpoint::resumable);
+        let trainer = Trainer { config: half, resume, stop: self.stop.clone() };
         let (layer, report) = trainer.run_on::<B>(device, selected, observer)?;
         Ok(Half { attempt, layer, steps: report.steps, seconds: report.seconds })
     }

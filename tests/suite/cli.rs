@@ -252,6 +252,24 @@ fn bench_train_sweeps_targets_as_it_sweeps_sizes() {
         assert_eq!(row["reached"], 2, "every run under its bar: {row}");
         assert!(row["bar"].as_f64().is_some_and(|b| b > 0.0 && b < 1e-6), "an f32 floor: {row}");
     }
+    // `--resume` reads every finished run back from its checkpoint: the same runs, reported as
+    // they ended (seed, steps, attempts, rmse).
+    let runs = |out: &std::process::Output| -> Vec<serde_json::Value> {
+        stderr(out)
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter_map(|v| {
+                let r = v.get("run")?;
+                Some(serde_json::json!([r["target"], r["seed"], r["steps"], r["attempts"], r["rmse"]]))
+            })
+            .collect()
+    };
+    let mut again = args.to_vec();
+    again.push("--resume");
+    let resumed = run(&again, &[]);
+    assert!(resumed.status.success(), "{}", stderr(&resumed));
+    assert_eq!(runs(&out).len(), 4, "{}", stderr(&out));
+    assert_eq!(runs(&resumed), runs(&out), "the resumed sweep reports the finished runs as they ended");
 }
 
 /// `bench … --anchor FILE` reads the same run's anchor JSON lines before timing anything: a

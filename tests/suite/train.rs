@@ -978,14 +978,15 @@ fn failed_attempts_reuse_the_half_size_layer() {
     assert_eq!(starts.0, [4, 8, 16, 4, 8], "the runs started, by size");
 }
 
-/// A stop asked for while a later block's half-size run trains (it keeps no checkpoints) names
-/// the run's last checkpoint and its step, not "nothing was saved", and the run resumed from it
-/// ends where the uninterrupted run did. Every attempt fails as above; the stop comes when the
-/// second block's run at 4 starts.
+/// A grown run's half-size runs keep checkpoints of their own (`half-n{N}-a{attempt}` inside the
+/// run's directory, nested): a stop while one trains names its checkpoint, and the run resumed
+/// from there ends where the uninterrupted run did, bit for bit. Every attempt fails as above;
+/// the stop comes as the first run at 4 starts (before the run at 16 has any checkpoint of its
+/// own), or as the second block's does.
 #[test]
-fn a_stop_during_a_half_size_run_names_the_last_checkpoint() {
+fn a_stop_during_a_half_size_run_resumes_from_its_checkpoint() {
     use learned_fft::backend::Selected;
-    use learned_fft::train::Observer;
+    use learned_fft::train::{checkpoint, Observer};
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::Arc;
     struct StopAtStart(Vec<usize>, usize, Arc<AtomicBool>);
@@ -1008,28 +1009,41 @@ fn a_stop_during_a_half_size_run_names_the_last_checkpoint() {
             .with_checkpoint_dir(Some(scratch(dir).display().to_string()))
     };
     let full = train(config("half-stop-full"), BackendKind::Ndarray, Precision::F64);
-    let cut = config("half-stop-cut");
-    let stop = Arc::new(AtomicBool::new(false));
-    let mut observer = StopAtStart(Vec::new(), 4, stop.clone());
-    let stopped = Trainer::new(cut.clone()).unwrap().with_stop_flag(stop).run(
-        BackendKind::Ndarray,
-        Precision::F64,
-        &mut observer,
-    );
-    assert_eq!(observer.0, [4, 8, 16, 4], "stopped as the second block's run at 4 started");
-    let path = Path::new(cut.checkpoint_dir.as_deref().unwrap()).join("checkpoint.lfft");
-    let saved = Checkpoint::read(&path).expect("the run at 16 checkpointed before").state.step;
-    match stopped {
-        Err(Error::Interrupted { step, checkpoint: Some(p) }) => {
-            assert_eq!((step, Path::new(&p)), (saved, path.as_path()), "the message names the last checkpoint")
+    for (stop_at, starts, half) in
+        [(1, vec![4], "half-n8-a0/half-n4-a0"), (4, vec![4, 8, 16, 4], "half-n8-a3/half-n4-a0")]
+    {
+        let cut = config(&format!("half-stop-{stop_at}"));
+        let dir = PathBuf::from(cut.checkpoint_dir.as_deref().unwrap());
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut observer = StopAtStart(Vec::new(), stop_at, stop.clone());
+        let stopped = Trainer::new(cut.clone()).unwrap().with_stop_flag(stop).run(
+            BackendKind::Ndarray,
+            Precision::F64,
+            &mut observer,
+        );
+        assert_eq!(observer.0, starts, "stopped as run {stop_at} started");
+        // The block of attempts at 16 (0 or 3) that the run at 8 is for, then the run at 8's first.
+        let block = if stop_at == 1 { 0 } else { 3 };
+        let expected = checkpoint::half_dir(&checkpoint::half_dir(&dir, 8, block), 4, 0);
+        assert_eq!(expected, dir.join(half));
+        match stopped {
+            Err(Error::Interrupted { checkpoint: Some(p), .. }) => {
+                assert_eq!(
+                    Path::new(&p),
+                    expected.join("checkpoint.lfft"),
+                    "the message names the half-size run's checkpoint"
+                )
+            }
+            other => panic!("expected a stop naming a checkpoint, got {other:?}"),
         }
-        other => panic!("expected a stop naming the checkpoint, got {other:?}"),
+        assert_eq!(dir.join("checkpoint.lfft").exists(), stop_at > 1, "the run at 16 checkpointed before the stop");
+        assert!(checkpoint::resumable(&dir));
+        let resumed =
+            Trainer::new(cut).unwrap().with_resume(true).run(BackendKind::Ndarray, Precision::F64, &mut ()).unwrap();
+        assert_eq!(
+            (resumed.steps, resumed.attempts, resumed.rmse.to_bits()),
+            (full.steps, full.attempts, full.rmse.to_bits()),
+            "stopped at start {stop_at}: the resumed run ends where the uninterrupted one did"
+        );
     }
-    let resumed =
-        Trainer::new(cut).unwrap().with_resume(true).run(BackendKind::Ndarray, Precision::F64, &mut ()).unwrap();
-    assert_eq!(
-        (resumed.steps, resumed.attempts, resumed.rmse.to_bits()),
-        (full.steps, full.attempts, full.rmse.to_bits()),
-        "the resumed run ends where the uninterrupted one did"
-    );
 }
