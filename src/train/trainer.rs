@@ -149,8 +149,8 @@ impl Trainer {
     /// Attempt `attempt`'s start grown from the layer trained at N/2 on the halved target, where
     /// the config asks for it ([`TrainConfig::grow_threshold`]) and the model class is a product
     /// of butterflies after the bit reversal or the identity with every stage learned; `None`
-    /// otherwise. The half-size run (no checkpoints or logs of its own, its progress to
-    /// `observer`) has seed `seed + h`, where `h` is the first attempt of `attempt`'s block of
+    /// otherwise. The half-size run (no logs of its own, its progress to `observer`, its
+    /// checkpoints in [`checkpoint::half_dir`] inside this run's directory) has seed `seed + h`, where `h` is the first attempt of `attempt`'s block of
     /// [`HALF_REUSE`]; the attempts of a block double that one trained layer (kept in `half`),
     /// each with its own seed for the stages the half-size layer does not hold, whether or not
     /// it reached its bar. The choice depends only on the attempt (and the runs are
