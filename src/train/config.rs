@@ -50,8 +50,8 @@ pub struct TrainConfig {
     /// ([`ButterflyProduct::doubled`]); one butterfly then goes straight to the polish, a product
     /// runs Adam's schedule first. The attempts of a block of
     /// [`HALF_REUSE`](crate::train::HALF_REUSE) double one trained half-size layer, each with
-    /// its own random last stages. `None`: the target's default, [`grow_above_default`]. Set it to N or more to start from random weights at
-    /// every size.
+    /// its own random last stages. `None`: the target's default, [`grow_above_default`]. Set it
+    /// to N or more to start from random weights at every size.
     ///
     /// [`ButterflyProduct::doubled`]: crate::nn::ButterflyProduct::doubled
     #[config(default = "None")]

@@ -150,11 +150,12 @@ impl Trainer {
     /// the config asks for it ([`TrainConfig::grow_threshold`]) and the model class is a product
     /// of butterflies after the bit reversal or the identity with every stage learned; `None`
     /// otherwise. The half-size run (no logs of its own, its progress to `observer`, its
-    /// checkpoints in [`checkpoint::half_dir`] inside this run's directory) has seed `seed + h`, where `h` is the first attempt of `attempt`'s block of
-    /// [`HALF_REUSE`]; the attempts of a block double that one trained layer (kept in `half`),
-    /// each with its own seed for the stages the half-size layer does not hold, whether or not
-    /// it reached its bar. The choice depends only on the attempt (and the runs are
-    /// deterministic), so a resumed run takes the uninterrupted run's path.
+    /// checkpoints in [`checkpoint::half_dir`] inside this run's directory) has seed `seed + h`,
+    /// where `h` is the first attempt of `attempt`'s block of [`HALF_REUSE`]; the attempts of a
+    /// block double that one trained layer (kept in `half`), each with its own seed for the
+    /// stages the half-size layer does not hold, whether or not it reached its bar. The choice
+    /// depends only on the attempt (and the runs are deterministic), so a resumed run takes the
+    /// uninterrupted run's path.
     fn grown<B: FftBackend>(
         &self,
         attempt: usize,
