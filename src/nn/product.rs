@@ -13,7 +13,7 @@ use burn::tensor::{backend::Backend, Tensor};
 
 use super::butterfly::{basis_images_on_backend, dense_on_backend, Butterfly, ButterflyConfig, ButterflyInit};
 use crate::error::{check_power_of_two, Error, Result};
-use crate::ops::butterfly::{ButterflyOps, Permutation};
+use crate::ops::butterfly::{ButterflyOps, Permutation, Tangent};
 use crate::reference::butterfly::product_matrix;
 use crate::reference::factorizations::{exact, factor_count, learned_stages, permutations, Factorization};
 use crate::reference::identify::{butterfly_permutation, F64_TOLERANCE};
@@ -245,6 +245,28 @@ pub fn product_forward<B: ButterflyOps>(
     perms.iter().enumerate().fold(x, |(re, im), (k, p)| {
         let (tr, ti) = (tw_re.clone().narrow(0, k * log_n, log_n), tw_im.clone().narrow(0, k * log_n, log_n));
         B::butterfly(re, im, tr, ti, p)
+    })
+}
+
+/// The tangent of [`product_forward`] along a direction `(dtw_re, dtw_im)` of the stacked
+/// twiddles (the input held fixed): `(y, dy)`, one [`ButterflyOps::butterfly_tangent`] per
+/// factor, the tangent permuted with the signal where a factor begins.
+///
+/// # Shapes
+/// - `x`: `(re, im)`, each `[batch, n]`
+/// - `tw_*`, `dtw_*`: `[K · log2 n, n/2, 2, 2]` for `K = perms.len()` factors
+/// - returns `((y_re, y_im), (dy_re, dy_im))`, each `[batch, n]`
+pub fn product_tangent<B: ButterflyOps>(
+    x: (Tensor<B, 2>, Tensor<B, 2>),
+    tw: (&Tensor<B, 4>, &Tensor<B, 4>),
+    dtw: (&Tensor<B, 4>, &Tensor<B, 4>),
+    perms: &[Permutation],
+) -> Tangent<B> {
+    let log_n = x.0.dims()[1].trailing_zeros() as usize;
+    let dx = (x.0.zeros_like(), x.1.zeros_like());
+    perms.iter().enumerate().fold((x, dx), |(y, dy), (k, p)| {
+        let f = |t: &Tensor<B, 4>| t.clone().narrow(0, k * log_n, log_n);
+        B::butterfly_tangent(y, dy, (&f(tw.0), &f(tw.1)), (&f(dtw.0), &f(dtw.1)), p)
     })
 }
 

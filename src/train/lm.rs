@@ -4,7 +4,9 @@
 //!
 //! The residual r(θ) = M(θ) − T is multilinear in the stages, so its Jacobian-vector product is
 //! one tangent sweep through the stages of every factor (`dy_s = B_s dy_{s−1} + V_s y_{s−1}`,
-//! the tangent permuted with the signal where a factor begins, [`Polish::jvp`]), and its
+//! the tangent permuted with the signal where a factor begins: [`Polish::jvp`], through
+//! [`ButterflyOps::butterfly_tangent`](crate::ops::ButterflyOps::butterfly_tangent), a fused
+//! kernel on the CubeCL backends), and its
 //! transpose is the backward of the butterfly op (the fused kernel where there is one,
 //! [`Polish::vjp`]). The twiddles of a product of K factors are stacked, `[K · log2 n, n/2, 2, 2]`. Each step solves `(JᵀJ + λI) δ = −Jᵀr` by conjugate gradients over the
 //! trainable twiddles (all, or those [`gauge_mask`](super::gauge::gauge_mask) leaves free), then keeps
@@ -20,8 +22,7 @@ use burn::tensor::{backend::Backend, Tensor};
 
 use super::objective::{scalar, Complex2, Objective};
 use crate::backend::FftBackend;
-use crate::nn::product_forward;
-use crate::ops::butterfly::reference::{butterfly_stage, permute_input};
+use crate::nn::{product_forward, product_tangent};
 use crate::ops::Permutation;
 
 /// Twiddles (or a direction in twiddle space) as `(re, im)`, each `[K · log2 n, n/2, 2, 2]`
@@ -113,53 +114,10 @@ impl<'a, B: FftBackend> Polish<'a, B> {
         self.objective.residual(y)
     }
 
-    fn log_n(&self) -> usize {
-        self.objective.n().trailing_zeros() as usize
-    }
-
-    /// The input of every stage of every factor, factor-major (the permuted identity, then
-    /// each stage's output, permuted where a factor begins), which J v needs and which do not
-    /// depend on v.
-    fn stage_inputs(&self) -> Vec<Complex2<Inner<B>>> {
-        let log_n = self.log_n();
-        let mut y = self.objective.input();
-        let mut inputs = Vec::with_capacity(self.perms.len() * log_n);
-        for (k, perm) in self.perms.iter().enumerate() {
-            y = permute_input(y.0, y.1, perm);
-            for s in 0..log_n {
-                inputs.push(y.clone());
-                if k + 1 < self.perms.len() || s + 1 < log_n {
-                    y = butterfly_stage(y.0, y.1, &self.theta.re, &self.theta.im, k * log_n + s);
-                }
-            }
-        }
-        inputs
-    }
-
-    /// J v: the change of the layer's output on the identity basis along direction `v`.
+    /// J v: the change of the layer's output on the identity basis along direction `v` (one
+    /// fused tangent launch per factor and pass where the backend has the kernel).
     pub fn jvp(&self, v: &Twiddles<Inner<B>>) -> Complex2<Inner<B>> {
-        self.jvp_with(&self.stage_inputs(), v)
-    }
-
-    /// J v given the stage inputs: `dy_g = B_g dy_{g−1} + V_g y_{g−1}` over the stages g of
-    /// every factor, the tangent permuted with the signal where a factor begins.
-    fn jvp_with(&self, inputs: &[Complex2<Inner<B>>], v: &Twiddles<Inner<B>>) -> Complex2<Inner<B>> {
-        let log_n = self.log_n();
-        let mut d: Option<Complex2<Inner<B>>> = None;
-        for (g, y) in inputs.iter().enumerate() {
-            if g % log_n == 0 {
-                d = d.map(|(dr, di)| permute_input(dr, di, &self.perms[g / log_n]));
-            }
-            let (br, bi) = butterfly_stage(y.0.clone(), y.1.clone(), &v.re, &v.im, g);
-            d = Some(match d {
-                None => (br, bi),
-                Some((dr, di)) => {
-                    let (ar, ai) = butterfly_stage(dr, di, &self.theta.re, &self.theta.im, g);
-                    (ar + br, ai + bi)
-                }
-            });
-        }
-        d.expect("log2 n ≥ 1 stages")
+        product_tangent(self.objective.input(), (&self.theta.re, &self.theta.im), (&v.re, &v.im), self.perms).1
     }
 
     /// Jᵀ u, masked: the gradient of ⟨M(θ) on the identity basis, u⟩ with respect to θ.
@@ -180,7 +138,6 @@ impl<'a, B: FftBackend> Polish<'a, B> {
         let r = self.residual(&self.theta);
         let minus_g = self.vjp(r).map(|t| t.neg());
         let lambda = 2f64.powi(self.log2_lambda);
-        let inputs = self.stage_inputs();
         // CG on (JᵀJ + λI) δ = −g, starting from δ = 0.
         let mut delta = minus_g.map(|t| t.zeros_like());
         let mut res = minus_g.clone();
@@ -189,7 +146,7 @@ impl<'a, B: FftBackend> Polish<'a, B> {
         let rho0 = scalar(rho.clone());
         if rho0 > 0.0 && rho0.is_finite() {
             for _ in 0..settings.cg_iters {
-                let q = self.vjp(self.jvp_with(&inputs, &p)).zip(&p, |a, b| a + b * lambda);
+                let q = self.vjp(self.jvp(&p)).zip(&p, |a, b| a + b * lambda);
                 let alpha = rho.clone() / p.dot(&q);
                 delta = delta.axpy(&alpha, &p);
                 res = res.axpy(&alpha.neg(), &q);

@@ -165,6 +165,64 @@ where
 }
 per_backend!(check_adjoint_identity);
 
+/// The tangent is the derivative: for the output y of a product of two factors (a bit reversal
+/// and a gather) and any u, `⟨dy, u⟩ = ⟨dθ, ∇_θ⟨y, u⟩⟩` with the gradient from Burn's autodiff,
+/// and for one factor with an input direction too, `⟨dy, u⟩ = ⟨dx, ∇_x⟩ + ⟨dθ, ∇_θ⟩`; each
+/// side is a sum of products, so they agree to the adjoint identity's rounding.
+fn check_tangent_is_the_derivative<B: ButterflyOps>(device: &B::Device, tol: Tol)
+where
+    Autodiff<B>: ButterflyOps<Device = B::Device>,
+{
+    use learned_fft::nn::{product_forward, product_tangent};
+    type A<B> = Autodiff<B>;
+    let dot = |a: &[Vec<f64>], b: &[Vec<f64>]| -> (f64, f64) {
+        let pairs = a.iter().zip(b).flat_map(|(a, b)| a.iter().zip(b));
+        let value = pairs.clone().map(|(x, y)| x * y).sum::<f64>();
+        let norm2 = |v: &[Vec<f64>]| v.iter().flatten().map(|x| x * x).sum::<f64>();
+        (value, (norm2(a) * norm2(b)).sqrt())
+    };
+    for n in sizes_up_to(1024) {
+        let batch = 3;
+        let log_n = n.trailing_zeros() as usize;
+        let s = 7 * n as u64;
+        let perms = [Permutation::BitReversal, Permutation::gather(shuffled(n, s)).unwrap()];
+        for k in [1, 2] {
+            let shape = [k * log_n, n / 2, 2, 2];
+            let len = shape.iter().product::<usize>();
+            let host_tw: Vec<Vec<f64>> = (0..4).map(|i| round_to_backend::<B>(&normals(s + i, len), device)).collect();
+            let host_x: Vec<Vec<f64>> =
+                (4..8).map(|i| round_to_backend::<B>(&normals(s + i, batch * n), device)).collect();
+            let u: Vec<Vec<f64>> = (8..10).map(|i| round_to_backend::<B>(&normals(s + i, batch * n), device)).collect();
+            let tw = |i: usize| learned_fft::float_tensor::<B, 4>(host_tw[i].clone(), shape, device);
+            let x = |i: usize| tensor2::<B>(&host_x[i], batch, n, device);
+            // With one factor the input direction is (x2, x3); a product's tangent holds x fixed.
+            let ((_, _), (dr, di)) = if k == 1 {
+                B::butterfly_tangent((x(0), x(1)), (x(2), x(3)), (&tw(0), &tw(1)), (&tw(2), &tw(3)), &perms[1])
+            } else {
+                product_tangent((x(0), x(1)), (&tw(0), &tw(1)), (&tw(2), &tw(3)), &perms)
+            };
+            let (lhs, lhs_norm) = dot(&[host(dr), host(di)], &u);
+
+            let ta = |i: usize| learned_fft::float_tensor::<A<B>, 4>(host_tw[i].clone(), shape, device).require_grad();
+            let xa = |i: usize| tensor2::<A<B>>(&host_x[i], batch, n, device).require_grad();
+            let (tr, ti, xr, xi) = (ta(0), ta(1), xa(0), xa(1));
+            let (yr, yi) = product_forward((xr.clone(), xi.clone()), &tr, &ti, &perms[2 - k..]);
+            let ua = |i: usize| tensor2::<A<B>>(&u[i], batch, n, device);
+            let grads = (yr * ua(0) + yi * ua(1)).sum().backward();
+            let mut grad = vec![host(tr.grad(&grads).unwrap()), host(ti.grad(&grads).unwrap())];
+            let mut dir = vec![host_tw[2].clone(), host_tw[3].clone()];
+            if k == 1 {
+                grad.extend([host(xr.grad(&grads).unwrap()), host(xi.grad(&grads).unwrap())]);
+                dir.extend([host_x[2].clone(), host_x[3].clone()]);
+            }
+            let (rhs, rhs_norm) = dot(&dir, &grad);
+            let err = (lhs - rhs).abs() / lhs_norm.max(rhs_norm);
+            assert!(err <= tol.identity_rel, "n={n} k={k}: ⟨dy, u⟩ = {lhs} but ⟨dθ, ∇⟩ = {rhs} (rel {err:e})");
+        }
+    }
+}
+per_backend!(check_tangent_is_the_derivative);
+
 /// The unitary exact FFT followed by the unitary exact inverse FFT is the identity.
 fn check_round_trip<B: ButterflyOps>(device: &B::Device, tol: Tol) {
     for n in sizes_up_to(4096) {

@@ -5,7 +5,7 @@ use burn::backend::Autodiff;
 use burn::module::Module;
 use burn::optim::{AdamConfig, GradientsParams, Optimizer};
 use burn::tensor::backend::Backend;
-use learned_fft::ops::butterfly::butterfly_forward_reference;
+use learned_fft::ops::butterfly::{butterfly_forward_reference, butterfly_tangent_reference, Tangent};
 use learned_fft::reference::{dft, FftNorm};
 use learned_fft::{Butterfly, ButterflyConfig, ButterflyInit, ButterflyOps, Permutation};
 
@@ -155,7 +155,43 @@ where
     }
 }
 
+/// The fused tangent (forward-mode derivative) against the reference tangent on the same
+/// backend: `y` and `dy` for every N up to 8192 (two passes from 4096 in f32: four lines of
+/// shared memory per line), both fused permutations and a gather.
+fn check_tangent_matches_reference<B: Backend + ButterflyOps>(device: &B::Device) {
+    for n in sizes_up_to(8192) {
+        assert!(B::butterfly_tangent_is_fused(n, device), "n={n}: the fused tangent is not taken");
+        for batch in [1, 3, 257] {
+            let shuffled = Permutation::gather(shuffled(n, n as u64 + 1)).unwrap();
+            for perm in [Permutation::BitReversal, Permutation::Identity, shuffled] {
+                if perm != Permutation::BitReversal && batch != 3 {
+                    continue;
+                }
+                let seed = (n * 31 + batch) as u64;
+                let shape = [n.trailing_zeros() as usize, n / 2, 2, 2];
+                let tw = |s: u64| learned_fft::float_tensor::<B, 4>(normals(seed + s, 2 * n * shape[0]), shape, device);
+                let x = |s: u64| tensor2::<B>(&normals(seed + s, batch * n), batch, n, device);
+                let (tw_re, tw_im, v_re, v_im) = (tw(1), tw(2), tw(3), tw(4));
+                let (xs, dxs) = ((x(5), x(6)), (x(7), x(8)));
+                let fused = B::butterfly_tangent(xs.clone(), dxs.clone(), (&tw_re, &tw_im), (&v_re, &v_im), &perm);
+                let reference = butterfly_tangent_reference(xs, dxs, (&tw_re, &tw_im), (&v_re, &v_im), &perm);
+                let parts = |((a, b), (c, d)): Tangent<B>| [host(a), host(b), host(c), host(d)];
+                for (i, (f, r)) in parts(fused).iter().zip(parts(reference)).enumerate() {
+                    let err = rel_rms_real(f, &r);
+                    assert!(
+                        err <= KERNEL_F32_REL,
+                        "n={n} batch={batch} {perm:?} {}: fused vs reference rel RMS {err:e} > {KERNEL_F32_REL:e}",
+                        ["y_re", "y_im", "dy_re", "dy_im"][i]
+                    );
+                }
+            }
+        }
+    }
+    assert!(!B::butterfly_tangent_is_fused(1 << 17, device), "n above MAX_FUSED_N takes the reference path");
+}
+
 on_cubecl!(check_kernel_matches_reference);
+on_cubecl!(check_tangent_matches_reference);
 on_cubecl!(check_deterministic);
 on_cubecl!(check_adam_trajectory);
 
@@ -163,5 +199,6 @@ on_cubecl!(check_adam_trajectory);
 #[test]
 fn reference_backends_are_not_fused() {
     assert!(!<NdArrayBackend<f32> as ButterflyOps>::butterfly_is_fused(64, &Default::default()));
+    assert!(!<NdArrayBackend<f32> as ButterflyOps>::butterfly_tangent_is_fused(64, &Default::default()));
     assert!(!<Autodiff<CandleBackend<f32>> as ButterflyOps>::butterfly_is_fused(64, &Default::default()));
 }

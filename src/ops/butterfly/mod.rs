@@ -10,7 +10,7 @@ pub(crate) mod reference;
 
 pub use kernel::{fused_passes, MAX_FUSED_N, MAX_SINGLE_PASS_N};
 pub use permutation::Permutation;
-pub use reference::butterfly_forward_reference;
+pub use reference::{butterfly_forward_reference, butterfly_tangent_reference, Tangent};
 
 use burn::tensor::{backend::Backend, Tensor};
 
@@ -47,9 +47,37 @@ pub trait ButterflyOps: Backend {
         butterfly_forward_reference(x_re, x_im, tw_re, tw_im, perm)
     }
 
+    /// The forward-mode derivative of [`butterfly`](Self::butterfly): `(y, dy)` with
+    /// `y = B(θ) P x` and `dy = B(θ) P dx + (∂B/∂θ · dθ) P x`, the change of the output along
+    /// the input direction `dx` and the twiddle direction `dtw` (what a Gauss–Newton solver's
+    /// Jacobian-vector products need). Not differentiable itself on the CubeCL backends
+    /// without autodiff, where it is one fused launch per pass; the default (also under
+    /// `Autodiff`) is the tensor-op reference ([`butterfly_tangent_reference`]), whose gradient
+    /// is Burn's.
+    ///
+    /// # Shapes
+    /// - `x`, `dx`: `(re, im)`, each `[batch, n]`
+    /// - `tw`, `dtw`: `(re, im)`, each `[log2 n, n/2, 2, 2]`
+    /// - returns `((y_re, y_im), (dy_re, dy_im))`, each `[batch, n]`
+    fn butterfly_tangent(
+        x: (Tensor<Self, 2>, Tensor<Self, 2>),
+        dx: (Tensor<Self, 2>, Tensor<Self, 2>),
+        tw: (&Tensor<Self, 4>, &Tensor<Self, 4>),
+        dtw: (&Tensor<Self, 4>, &Tensor<Self, 4>),
+        perm: &Permutation,
+    ) -> Tangent<Self> {
+        butterfly_tangent_reference(x, dx, tw, dtw, perm)
+    }
+
     /// Whether [`butterfly`](Self::butterfly) takes the fused kernel path for size `n` on
     /// `device` (false for the reference backends).
     fn butterfly_is_fused(_n: usize, _device: &Self::Device) -> bool {
+        false
+    }
+
+    /// Whether [`butterfly_tangent`](Self::butterfly_tangent) takes the fused kernel path for
+    /// size `n` on `device` (false for the reference backends and under `Autodiff`).
+    fn butterfly_tangent_is_fused(_n: usize, _device: &Self::Device) -> bool {
         false
     }
 }

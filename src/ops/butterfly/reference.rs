@@ -73,3 +73,35 @@ pub(crate) fn butterfly_stage<B: Backend>(
     let yi = (tr * xi + ti * xr).sum_dim(3);
     (yr.reshape([batch, n]), yi.reshape([batch, n]))
 }
+
+/// The forward-mode derivative (tangent) of [`butterfly_forward_reference`]: with `y = B(θ) P x`,
+/// returns `(y, dy)` where `dy = B(θ) P dx + (∂/∂θ B(θ) · dθ) P x` — the change of the output
+/// along input direction `dx` and twiddle direction `dθ`. One sweep through the stages,
+/// `dy_s = T_s dy_{s−1} + V_s y_{s−1}` (the product is linear in each stage).
+///
+/// # Shapes
+/// - `x`, `dx`: `(re, im)`, each `[batch, n]`
+/// - `tw`, `dtw`: `(re, im)`, each `[log2 n, n/2, 2, 2]`
+/// - returns `((y_re, y_im), (dy_re, dy_im))`, each `[batch, n]`
+pub fn butterfly_tangent_reference<B: Backend>(
+    x: (Tensor<B, 2>, Tensor<B, 2>),
+    dx: (Tensor<B, 2>, Tensor<B, 2>),
+    tw: (&Tensor<B, 4>, &Tensor<B, 4>),
+    dtw: (&Tensor<B, 4>, &Tensor<B, 4>),
+    perm: &Permutation,
+) -> Tangent<B> {
+    let log_n = x.0.dims()[1].trailing_zeros() as usize;
+    let (mut yr, mut yi) = permute_input(x.0, x.1, perm);
+    let (mut dr, mut di) = permute_input(dx.0, dx.1, perm);
+    for s in 0..log_n {
+        let (ar, ai) = butterfly_stage(dr, di, tw.0, tw.1, s);
+        let (br, bi) = butterfly_stage(yr.clone(), yi.clone(), dtw.0, dtw.1, s);
+        (dr, di) = (ar + br, ai + bi);
+        (yr, yi) = butterfly_stage(yr, yi, tw.0, tw.1, s);
+    }
+    ((yr, yi), (dr, di))
+}
+
+/// A value and its tangent, `((re, im), (d re, d im))`: what [`butterfly_tangent_reference`]
+/// and [`ButterflyOps::butterfly_tangent`](super::ButterflyOps::butterfly_tangent) return.
+pub type Tangent<B> = ((Tensor<B, 2>, Tensor<B, 2>), (Tensor<B, 2>, Tensor<B, 2>));

@@ -59,21 +59,26 @@ pub(crate) fn twiddle_of(line: usize, k_local: usize, #[comptime] cfg: PassConfi
 /// One 2×2 complex block of twiddles.
 #[derive(CubeType)]
 pub(crate) struct Twiddles<F: Float> {
-    t00r: F,
-    t00i: F,
-    t01r: F,
-    t01i: F,
-    t10r: F,
-    t10i: F,
-    t11r: F,
-    t11i: F,
+    pub(crate) t00r: F,
+    pub(crate) t00i: F,
+    pub(crate) t01r: F,
+    pub(crate) t01i: F,
+    pub(crate) t10r: F,
+    pub(crate) t10i: F,
+    pub(crate) t11r: F,
+    pub(crate) t11i: F,
 }
 
 /// The 2×2 block `k` of stage `stage` from planar tables `[log2 n, 4, n/2]` (see
 /// [`planar_twiddles`]): consecutive threads read consecutive blocks, so each of the eight loads
 /// of a warp is one contiguous 128-byte line.
 #[cube]
-fn load_block<F: Float>(twiddles: &TwiddleTables<F>, stage: usize, k: usize, #[comptime] half_n: usize) -> Twiddles<F> {
+pub(crate) fn load_block<F: Float>(
+    twiddles: &TwiddleTables<F>,
+    stage: usize,
+    k: usize,
+    #[comptime] half_n: usize,
+) -> Twiddles<F> {
     let w = stage * comptime![4 * half_n] + k;
     Twiddles::<F> {
         t00r: twiddles.re[w],

@@ -18,6 +18,9 @@
 //! loads and stores stay coalesced). Two passes cover N up to `2^(2A)`; the launch wrappers
 //! handle the split, and the intermediate goes through device memory once.
 //!
+//! - [`tangent`]: `(x, dx) → (y, dy)`, the forward-mode derivative along a twiddle direction,
+//!   the forward's structure with the tangents carried beside the lines.
+//!
 //! Layouts: signals `[batch, n]` (re and im apart), twiddles `[log2 n, n/2, 2, 2]`; the forward
 //! output and the input gradient are packed `[2, batch, n]` (re then im), the twiddle gradient
 //! `[2, log2 n · n/2 · 4]`.
@@ -25,9 +28,11 @@
 mod backward;
 mod forward;
 mod radix;
+mod tangent;
 
 pub use backward::backward;
 pub use forward::forward;
+pub use tangent::{tangent, tangent_supported};
 
 use burn_cubecl::{kernel::into_contiguous, tensor::CubeTensor, CubeRuntime, FloatElement};
 use cubecl::prelude::*;
