@@ -118,6 +118,11 @@ struct TrainArgs {
     /// attempt trains a new one.
     #[arg(long)]
     grow_above: Option<usize>,
+    /// Model class to train instead of the target's own (which represents it exactly):
+    /// `b` one butterfly, `bp` a permutation and a butterfly, `bpbp` two of them. A class that
+    /// cannot represent the target misses the bar (exit status 1).
+    #[arg(long, value_enum)]
+    model: Option<learned_fft::nn::ModelChoice>,
     /// rmse at which Adam hands over to the polish phase.
     #[arg(long)]
     switch_rmse: Option<f64>,
@@ -187,6 +192,7 @@ impl TrainArgs {
         c.stop_rmse = self.stop_rmse;
         c.probes = self.probes;
         c.grow_above = self.grow_above;
+        c.model = self.model;
         c.fix_gauge = !self.free_gauge;
         c.log_dir = self.log_dir.clone();
         c.checkpoint_dir = self.checkpoint_dir.clone();
@@ -389,6 +395,7 @@ fn run(cli: Cli) -> learned_fft::Result<serde_json::Value> {
         Command::Exact { n } => dispatch(kind, precision, Exact { n }),
         Command::Train(args) => {
             let config = args.config()?;
+            let model = config.model;
             let trainer = Trainer::new(config)?.with_resume(args.resume).with_stop_flag(stop_on_signals()?);
             let report = if args.quiet {
                 trainer.run(kind, precision, &mut JsonLines)?
@@ -409,7 +416,7 @@ fn run(cli: Cli) -> learned_fft::Result<serde_json::Value> {
                 report.backend
             );
             if !report.reached {
-                let why = missed_bar(&report);
+                let why = missed_bar(&report, model);
                 eprintln!("error: {why}");
                 return Ok(json!({ "train": report, "error": why }));
             }
@@ -537,9 +544,16 @@ fn with_anchor(
 }
 
 /// Why a run did not reach its bar, for its error message.
-fn missed_bar(report: &learned_fft::TrainReport) -> String {
+fn missed_bar(report: &learned_fft::TrainReport, model: Option<learned_fft::nn::ModelChoice>) -> String {
     let (target, precision) = (report.target.kind(), report.backend.precision);
-    match report.bar {
+    let chosen = model.map(|m| {
+        format!(
+            " (model {} from --model; the target's own class, {}, represents it exactly)",
+            m.name(),
+            learned_fft::reference::factorizations::model_name(&report.target)
+        )
+    });
+    let why = match report.bar {
         Some(bar) => format!(
             "train: {target} at N = {}: rmse {:.3e} is above the bar {bar:.3e} ({}); the run did not recover the target",
             report.n,
@@ -554,7 +568,8 @@ fn missed_bar(report: &learned_fft::TrainReport) -> String {
              there is no {precision} bar and the run cannot count as recovering it",
             report.n, report.rmse
         ),
-    }
+    };
+    why + &chosen.unwrap_or_default()
 }
 
 fn main() {

@@ -14,8 +14,8 @@ pub use butterfly::{exact_fft, Butterfly, ButterflyConfig, ButterflyInit};
 pub use conv::{ConvOutput, FftConv1d, FftConv1dConfig, FftSource};
 pub use permutation::{RelaxedPermutation, RelaxedPermutationConfig};
 pub use product::{
-    exact_product, model_class, model_class_of_size, product_forward, product_tangent, ButterflyProduct,
-    ButterflyProductConfig, LinearTransform, ModelClass,
+    exact_product, model_class, model_class_for, model_class_of_size, product_forward, product_tangent,
+    ButterflyProduct, ButterflyProductConfig, LinearTransform, ModelChoice, ModelClass,
 };
 pub use psd::{top_k_peaks, welch_psd, welch_psd_with};
 pub use spectral::{MultiResolutionSpectralLoss, MultiResolutionSpectralLossConfig, SpectralLoss, SpectralLossConfig};

@@ -334,6 +334,81 @@ impl ModelClass {
     }
 }
 
+/// A model class chosen by name instead of the target's own (`train --model`), in Dao et al.'s
+/// notation (ICML 2019): every stage learned, and
+/// - `B`: one butterfly, no input permutation;
+/// - `BP`: one butterfly after the permutation the target's one-factor class finds (found from
+///   the matrix, see [`model_class`]), or else its exact factorization's first one;
+/// - `BPBP`: that factor, then a second butterfly (no permutation; a circulant keeps its exact
+///   factorization's two).
+///
+/// A class that cannot represent the target trains like any other and misses the bar (the
+/// floor is always the target's exact factorization's).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum ModelChoice {
+    /// One butterfly, no permutation.
+    B,
+    /// One permutation, then one butterfly.
+    Bp,
+    /// Two (permutation, butterfly) factors.
+    Bpbp,
+}
+
+impl ModelChoice {
+    /// The number of (permutation, butterfly) factors.
+    pub fn factors(self) -> usize {
+        match self {
+            ModelChoice::B | ModelChoice::Bp => 1,
+            ModelChoice::Bpbp => 2,
+        }
+    }
+
+    /// The name as the README's tables and the manifest give it: `"B"`, `"BP"`, `"BPBP"`.
+    pub fn name(self) -> &'static str {
+        match self {
+            ModelChoice::B => "B",
+            ModelChoice::Bp => "BP",
+            ModelChoice::Bpbp => "BPBP",
+        }
+    }
+}
+
+/// The model class to train for `target` at size `n`: `choice`'s where one is given, the
+/// target's own otherwise ([`model_class`] with `dense`, the target's matrix, where given;
+/// [`model_class_of_size`] without).
+///
+/// # Errors
+/// [`Error::InvalidInput`] when `n` is not a power of two ≥ 2 or differs from `dense`'s size,
+/// or (no choice) a one-factor target is not a butterfly after any permutation.
+pub fn model_class_for(
+    target: &Target,
+    n: usize,
+    dense: Option<&ComplexMatrix>,
+    choice: Option<ModelChoice>,
+) -> Result<ModelClass> {
+    if let Some(d) = dense.filter(|d| d.n() != n) {
+        return Err(Error::invalid("model", format!("the target's matrix at N = {n}"), format!("N = {}", d.n())));
+    }
+    let Some(choice) = choice else { return model_class_with(target, n, dense) };
+    let log_n = check_power_of_two("model", n)?;
+    let exact_perms = permutations(target, n)?;
+    let first = match (dense, factor_count(target)) {
+        (Some(dense), 1) => model_class_with(target, n, Some(dense))?.permutations.remove(0),
+        _ => Permutation::gather(exact_perms[0].clone())?,
+    };
+    let permutations = match choice {
+        ModelChoice::B => vec![Permutation::Identity],
+        ModelChoice::Bp => vec![first],
+        ModelChoice::Bpbp if exact_perms.len() == 2 => {
+            exact_perms.into_iter().map(Permutation::gather).collect::<Result<_>>()?
+        }
+        ModelChoice::Bpbp => vec![first, Permutation::Identity],
+    };
+    let learned = vec![true; permutations.len() * log_n];
+    Ok(ModelClass { permutations, learned, fixed: None })
+}
+
 /// The model class that represents `target` exactly, at the size of `dense`, the target's
 /// matrix ([`Target::matrix`]). A target of one factor gets the permutation that makes `dense`
 /// a butterfly, found from it ([`crate::reference::identify`]), and learns every stage; a

@@ -3,6 +3,7 @@
 use burn::config::Config;
 
 use crate::error::{check_power_of_two, Error, Result};
+use crate::nn::ModelChoice;
 use crate::reference::Target;
 
 /// Configuration of a training run (see [`crate::train`] for the method). The backend and the
@@ -56,6 +57,11 @@ pub struct TrainConfig {
     /// [`ButterflyProduct::doubled`]: crate::nn::ButterflyProduct::doubled
     #[config(default = "None")]
     pub grow_above: Option<usize>,
+    /// The model class to train (`train --model`): `None`, the target's own
+    /// ([`crate::nn::model_class`], which represents it exactly); a [`ModelChoice`] overrides it
+    /// (a class that cannot represent the target misses the bar).
+    #[config(default = "None")]
+    pub model: Option<ModelChoice>,
     /// Adam hands over to the polish phase once the rmse is at or below this.
     #[config(default = 1e-4)]
     pub switch_rmse: f64,

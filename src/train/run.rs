@@ -25,8 +25,7 @@ use crate::error::{Error, Result};
 use crate::files;
 use crate::memory;
 use crate::nn::{
-    exact_product, model_class, model_class_of_size, ButterflyInit, ButterflyProduct, ButterflyProductConfig,
-    ModelClass,
+    exact_product, model_class_for, ButterflyInit, ButterflyProduct, ButterflyProductConfig, ModelChoice, ModelClass,
 };
 use crate::ops::Permutation;
 use crate::reference::factorizations::factor_count;
@@ -111,7 +110,7 @@ impl<'a, B: FftBackend> Run<'a, B> {
         cfg.validate()?;
         let n = cfg.n;
         let float = std::mem::size_of::<B::FloatElem>();
-        let factors = factor_count(&cfg.target);
+        let factors = cfg.model.map_or_else(|| factor_count(&cfg.target), |m| m.factors());
         let rows = objective::rows_for(n, cfg.probes);
         let what = || match rows == n {
             true => format!("training at N = {n} ({}, dense N×N objective)", Precision::of::<B>()),
@@ -123,9 +122,11 @@ impl<'a, B: FftBackend> Run<'a, B> {
         let (probes, class) = match cfg.probes.is_none() && rows == n {
             true => {
                 let dense = cfg.target.matrix(n)?;
-                (Probes::basis(&dense), model_class(&cfg.target, &dense)?)
+                (Probes::basis(&dense), model_class_for(&cfg.target, n, Some(&dense), cfg.model)?)
             }
-            false => (Probes::random(&cfg.target, n, rows, cfg.seed)?, model_class_of_size(&cfg.target, n)?),
+            false => {
+                (Probes::random(&cfg.target, n, rows, cfg.seed)?, model_class_for(&cfg.target, n, None, cfg.model)?)
+            }
         };
         let objective = Objective::<B>::from_probes(&probes, device);
         let inner_objective = Objective::<B::InnerBackend>::from_probes(&probes, device);
@@ -415,7 +416,7 @@ impl TrainState {
 /// near-identity later factors took 11 attempts and 10 600 steps.
 pub const REST_INIT_WEIGHT: f64 = 0.1;
 
-/// Attempt `attempt`'s random initial layer, in the target's model `class` ([`model_class`]):
+/// Attempt `attempt`'s random initial layer, in the run's model `class` ([`model_class_for`]):
 /// Haar-random unitary blocks in the first factor; in the others near-identity random blocks
 /// ([`REST_INIT_WEIGHT`]) when the class fixes some stages, Haar-random blocks otherwise (seed
 /// `cfg.seed + attempt`, see [`ButterflyProductConfig::init`] for each factor's); and the
@@ -456,6 +457,13 @@ type Resumed<B> = (ButterflyProduct<B>, AdamOptimizer<B>, TrainState, Vec<Progre
 
 /// The layer, optimiser, state and progress records saved in the checkpoint at `path`.
 fn resume<B: FftBackend>(path: &Path, cfg: &TrainConfig, device: &B::Device) -> Result<Resumed<B>> {
+    if !path.exists() {
+        return Err(Error::invalid(
+            "train.resume",
+            format!("a checkpoint to continue ({})", path.display()),
+            "none: this directory holds no stopped run (start it without --resume)",
+        ));
+    }
     let ckpt = Checkpoint::read(path)?;
     check_compatible(&ckpt, cfg, Precision::of::<B>())?;
     let layer = ckpt.product::<B>(device)?;
@@ -482,6 +490,14 @@ fn check_compatible(ckpt: &Checkpoint, new: &TrainConfig, precision: Precision) 
     }
     if ckpt.precision != precision {
         return Err(Error::invalid(op, format!("precision {} as in the checkpoint", ckpt.precision), precision));
+    }
+    if saved.model != new.model {
+        let name = |m: Option<ModelChoice>| m.map_or("the target's own", |m| m.name());
+        return Err(Error::invalid(
+            op,
+            format!("the checkpoint's model class ({})", name(saved.model)),
+            format!("model class {}", name(new.model)),
+        ));
     }
     if saved.seed != new.seed {
         return Err(Error::invalid(op, format!("seed {} as in the checkpoint", saved.seed), new.seed));

@@ -17,7 +17,7 @@ use super::state::Phase;
 use crate::backend::{dispatch, BackendKind, BackendTask, FftBackend, Precision, Selected};
 use crate::error::{Error, Result};
 use crate::metrics;
-use crate::nn::{model_class_of_size, ButterflyProduct};
+use crate::nn::{model_class_for, ButterflyProduct};
 use crate::ops::Permutation;
 use crate::reference::Target;
 
@@ -169,7 +169,7 @@ impl Trainer {
         if cfg.n <= cfg.grow_threshold().max(4) {
             return Ok(None);
         }
-        let class = model_class_of_size(&cfg.target, cfg.n)?;
+        let class = model_class_for(&cfg.target, cfg.n, None, cfg.model)?;
         let doubles = |p: &Permutation| matches!(p, Permutation::BitReversal | Permutation::Identity);
         if class.fixed.is_some() || !class.permutations.iter().all(doubles) {
             return Ok(None);

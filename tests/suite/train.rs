@@ -168,6 +168,44 @@ const OTHER_BACKEND_F32_RMSE_REL: f64 = 0.1;
 /// A checkpoint written before the config had `plateau_steps` and `probes` (the DFT at N = 8
 /// shipped until then, also without progress records) loads with their defaults and evaluates to its recorded rmse; a saved
 /// config without a size is refused.
+/// `--model` overrides the target's class: the classes it names (B: identity, BP: the found
+/// permutation, BPBP: that and a second butterfly; the circulant keeps its two), a larger class
+/// that contains the target reaches both bars (the DFT as BPBP, N = 8, three seeds; the Hadamard
+/// transform as B), and one that cannot represent it (the DFT as B: the DFT needs the bit
+/// reversal) ends with `reached` false, after its restarts.
+#[test]
+fn a_chosen_model_class_trains_and_one_that_cannot_represent_the_target_misses_its_bar() {
+    use learned_fft::nn::{model_class_for, ModelChoice};
+    use learned_fft::Permutation;
+    let perms = |t: &Target, m| {
+        let dense = t.matrix(8).unwrap();
+        model_class_for(t, 8, Some(&dense), Some(m)).unwrap().permutations
+    };
+    assert_eq!(perms(&Target::Dft, ModelChoice::B), vec![Permutation::Identity]);
+    assert_eq!(perms(&Target::Dft, ModelChoice::Bp), vec![Permutation::BitReversal]);
+    assert_eq!(perms(&Target::Dft, ModelChoice::Bpbp), vec![Permutation::BitReversal, Permutation::Identity]);
+    assert_eq!(perms(&circulant(8, 0), ModelChoice::Bpbp), vec![Permutation::BitReversal; 2]);
+    let class = model_class_for(&Target::Dct2, 8, None, Some(ModelChoice::Bpbp)).unwrap();
+    assert!(class.fixed.is_none() && class.learned == vec![true; 6], "{class:?}");
+    assert!(model_class_for(&Target::Dft, 8, Some(&Target::Dft.matrix(16).unwrap()), None).is_err());
+
+    let run = |target: Target, model, precision, seed, restarts| {
+        let config = TrainConfig::new(8).with_target(target).with_model(Some(model)).with_seed(seed);
+        train(config.with_restarts(restarts), BackendKind::Ndarray, precision)
+    };
+    for precision in [Precision::F64, Precision::F32] {
+        for seed in SEEDS {
+            let r = run(Target::Dft, ModelChoice::Bpbp, precision, seed, 9);
+            assert_bar(&r, precision);
+            assert!(r.reached);
+        }
+        let r = run(Target::Hadamard, ModelChoice::B, precision, 0, 9);
+        assert_bar(&r, precision);
+        let r = run(Target::Dft, ModelChoice::B, precision, 0, 1);
+        assert!(!r.reached && r.rmse > 1e-3 && r.attempts == 2, "the DFT as B: rmse {:.3e}", r.rmse);
+    }
+}
+
 #[test]
 fn checkpoints_from_before_a_config_field_load_with_its_default() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/dft-n8-f32-old-format.lfft");
@@ -471,16 +509,22 @@ fn resume_with_changed_shapes_is_refused() {
         .expect_err("resuming N = 8 as N = 16 is refused");
     let msg = err.to_string();
     assert!(msg.contains("train.resume") && msg.contains("n = 8") && msg.contains("n = 16"), "{msg}");
+    // So is resuming it in another model class.
+    let config = TrainConfig::new(8)
+        .with_checkpoint_dir(Some(dir.display().to_string()))
+        .with_model(Some(learned_fft::nn::ModelChoice::Bpbp));
+    let err = Trainer::new(config).unwrap().with_resume(true).run(BackendKind::Ndarray, Precision::F32, &mut ());
+    let msg = err.expect_err("resuming in another model class is refused").to_string();
+    assert!(msg.contains("the checkpoint's model class (the target's own)") && msg.contains("BPBP"), "{msg}");
     // Resuming without a checkpoint directory, or with an empty one, is refused too.
     let none =
         Trainer::new(TrainConfig::new(8)).unwrap().with_resume(true).run(BackendKind::Ndarray, Precision::F32, &mut ());
     assert!(none.is_err());
     let empty = scratch("reshape-empty");
     let config = TrainConfig::new(8).with_checkpoint_dir(Some(empty.display().to_string()));
-    assert!(matches!(
-        Trainer::new(config).unwrap().with_resume(true).run(BackendKind::Ndarray, Precision::F32, &mut ()),
-        Err(Error::Io { .. })
-    ));
+    let err = Trainer::new(config).unwrap().with_resume(true).run(BackendKind::Ndarray, Precision::F32, &mut ());
+    let msg = err.expect_err("resuming an empty directory is refused").to_string();
+    assert!(msg.contains("train.resume") && msg.contains("without --resume"), "{msg}");
 }
 
 #[test]
