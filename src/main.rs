@@ -123,6 +123,13 @@ struct TrainArgs {
     /// cannot represent the target misses the bar (exit status 1).
     #[arg(long, value_enum)]
     model: Option<learned_fft::nn::ModelChoice>,
+    /// Real butterflies: every twiddle's imaginary part fixed at 0 (the Hadamard transform's
+    /// exact factorization is real; the other targets' are not).
+    #[arg(long, conflicts_with = "complex")]
+    real: bool,
+    /// Complex butterflies (the default).
+    #[arg(long)]
+    complex: bool,
     /// rmse at which Adam hands over to the polish phase.
     #[arg(long)]
     switch_rmse: Option<f64>,
@@ -193,6 +200,7 @@ impl TrainArgs {
         c.probes = self.probes;
         c.grow_above = self.grow_above;
         c.model = self.model;
+        c.real = self.real;
         c.fix_gauge = !self.free_gauge;
         c.log_dir = self.log_dir.clone();
         c.checkpoint_dir = self.checkpoint_dir.clone();
@@ -395,7 +403,7 @@ fn run(cli: Cli) -> learned_fft::Result<serde_json::Value> {
         Command::Exact { n } => dispatch(kind, precision, Exact { n }),
         Command::Train(args) => {
             let config = args.config()?;
-            let model = config.model;
+            let (model, real) = (config.model, config.real);
             let trainer = Trainer::new(config)?.with_resume(args.resume).with_stop_flag(stop_on_signals()?);
             let report = if args.quiet {
                 trainer.run(kind, precision, &mut JsonLines)?
@@ -416,7 +424,7 @@ fn run(cli: Cli) -> learned_fft::Result<serde_json::Value> {
                 report.backend
             );
             if !report.reached {
-                let why = missed_bar(&report, model);
+                let why = missed_bar(&report, model, real);
                 eprintln!("error: {why}");
                 return Ok(json!({ "train": report, "error": why }));
             }
@@ -544,7 +552,7 @@ fn with_anchor(
 }
 
 /// Why a run did not reach its bar, for its error message.
-fn missed_bar(report: &learned_fft::TrainReport, model: Option<learned_fft::nn::ModelChoice>) -> String {
+fn missed_bar(report: &learned_fft::TrainReport, model: Option<learned_fft::nn::ModelChoice>, real: bool) -> String {
     let (target, precision) = (report.target.kind(), report.backend.precision);
     let chosen = model.map(|m| {
         format!(
@@ -569,7 +577,8 @@ fn missed_bar(report: &learned_fft::TrainReport, model: Option<learned_fft::nn::
             report.n, report.rmse
         ),
     };
-    why + &chosen.unwrap_or_default()
+    let real = if real { " (real butterflies from --real)" } else { "" };
+    why + &chosen.unwrap_or_default() + real
 }
 
 fn main() {

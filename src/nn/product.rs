@@ -158,6 +158,20 @@ impl<B: Backend> ButterflyProduct<B> {
         self.factors.iter().map(|f| f.permutation().clone()).collect()
     }
 
+    /// The product with every twiddle's imaginary part set to 0 (real butterflies).
+    pub fn real_part(self) -> Self {
+        let factors = self
+            .factors
+            .into_iter()
+            .map(|mut f| {
+                let zeros = f.twiddle_im.val().zeros_like();
+                f.twiddle_im = Param::from_tensor(zeros.require_grad());
+                f
+            })
+            .collect();
+        ButterflyProduct { factors }
+    }
+
     /// The twiddles stacked factor-major, `(re, im)`, each `[K · log2 N, N/2, 2, 2]`.
     pub fn stacked_twiddles(&self) -> (Tensor<B, 4>, Tensor<B, 4>) {
         let re = self.factors.iter().map(|f| f.twiddle_re.val()).collect();
@@ -281,6 +295,9 @@ pub struct ModelClass {
     /// The stacked twiddles `(re, im)` (`[K · log2 N, N/2, 2, 2]` row-major, f64) whose stages
     /// that are not learned the model keeps; `None` when every stage is learned.
     pub fixed: Option<(Vec<f64>, Vec<f64>)>,
+    /// Whether the butterflies are real (every twiddle's imaginary part fixed at 0; `train
+    /// --real`): the Hadamard transform's exact factorization is, the others' are not.
+    pub real: bool,
 }
 
 impl ModelClass {
@@ -296,6 +313,7 @@ impl ModelClass {
     /// # Errors
     /// [`Error::InvalidInput`] when the product's factors or size differ from the class's.
     pub fn impose<B: Backend>(&self, product: ButterflyProduct<B>) -> Result<ButterflyProduct<B>> {
+        let product = if self.real { product.real_part() } else { product };
         let Some((fixed_re, fixed_im)) = &self.fixed else { return Ok(product) };
         let n = product.n();
         let log_n = n.trailing_zeros() as usize;
@@ -406,7 +424,7 @@ pub fn model_class_for(
         ModelChoice::Bpbp => vec![first, Permutation::Identity],
     };
     let learned = vec![true; permutations.len() * log_n];
-    Ok(ModelClass { permutations, learned, fixed: None })
+    Ok(ModelClass { permutations, learned, fixed: None, real: false })
 }
 
 /// The model class that represents `target` exactly, at the size of `dense`, the target's
@@ -446,7 +464,7 @@ fn model_class_with(target: &Target, n: usize, dense: Option<&ComplexMatrix>) ->
                     (re, im)
                 }),
             };
-            return Ok(ModelClass { permutations, learned, fixed });
+            return Ok(ModelClass { permutations, learned, fixed, real: false });
         }
     };
     let found = butterfly_permutation(dense, F64_TOLERANCE)?;
@@ -457,7 +475,7 @@ fn model_class_with(target: &Target, n: usize, dense: Option<&ComplexMatrix>) ->
             format!("{:?} at N = {n}, which is not", target.kind()),
         )
     })?;
-    Ok(ModelClass { permutations: vec![Permutation::gather(perm)?], learned, fixed: None })
+    Ok(ModelClass { permutations: vec![Permutation::gather(perm)?], learned, fixed: None, real: false })
 }
 
 /// The exact factorization of `target` at size `n` as a [`ButterflyProduct`] on `B` (`None`

@@ -62,6 +62,11 @@ pub struct TrainConfig {
     /// (a class that cannot represent the target misses the bar).
     #[config(default = "None")]
     pub model: Option<ModelChoice>,
+    /// Real butterflies (`train --real`): every twiddle's imaginary part stays 0 (they start at
+    /// 0 and their gradients are masked). Off (complex twiddles) by default: of the targets
+    /// only the Hadamard transform has a real exact factorization.
+    #[config(default = false)]
+    pub real: bool,
     /// Adam hands over to the polish phase once the rmse is at or below this.
     #[config(default = 1e-4)]
     pub switch_rmse: f64,

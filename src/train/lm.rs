@@ -73,7 +73,7 @@ pub struct PolishSettings {
 pub struct Polish<'a, B: FftBackend> {
     objective: &'a Objective<B::InnerBackend>,
     perms: &'a [Permutation],
-    mask: Tensor<B::InnerBackend, 4>,
+    mask: Twiddles<B::InnerBackend>,
     /// Current twiddles.
     pub theta: Twiddles<B::InnerBackend>,
     /// Current loss.
@@ -96,12 +96,13 @@ pub enum StepOutcome {
 type Inner<B> = <B as burn::tensor::backend::AutodiffBackend>::InnerBackend;
 
 impl<'a, B: FftBackend> Polish<'a, B> {
-    /// Starts from `theta`, training only where `mask` is 1.
+    /// Starts from `theta`, training only where `mask` (of the real and the imaginary parts)
+    /// is 1.
     pub fn new(
         objective: &'a Objective<Inner<B>>,
         perms: &'a [Permutation],
         theta: Twiddles<Inner<B>>,
-        mask: Tensor<Inner<B>, 4>,
+        mask: Twiddles<Inner<B>>,
         log2_lambda: i32,
         stalled: usize,
     ) -> Self {
@@ -128,9 +129,10 @@ impl<'a, B: FftBackend> Polish<'a, B> {
         let (yr, yi) = product_forward((Tensor::from_inner(xr), Tensor::from_inner(xi)), &tr, &ti, self.perms);
         let inner = (yr * Tensor::from_inner(u.0)).sum_dim(1).sum() + (yi * Tensor::from_inner(u.1)).sum_dim(1).sum();
         let grads = inner.backward();
-        let g =
-            |t: &Tensor<B, 4>| t.grad(&grads).map(|g| g * self.mask.clone()).unwrap_or_else(|| self.mask.zeros_like());
-        Twiddles { re: g(&tr), im: g(&ti) }
+        let g = |t: &Tensor<B, 4>, mask: &Tensor<Inner<B>, 4>| {
+            t.grad(&grads).map(|g| g * mask.clone()).unwrap_or_else(|| mask.zeros_like())
+        };
+        Twiddles { re: g(&tr, &self.mask.re), im: g(&ti, &self.mask.im) }
     }
 
     /// One Levenberg–Marquardt step.

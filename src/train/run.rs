@@ -88,7 +88,7 @@ pub(super) struct Run<'a, B: FftBackend> {
     pub class: ModelClass,
     /// Per factor, 1 where a twiddle is learned and 0 where the class fixes it (`None` when
     /// every stage is learned): Adam's gradients are masked by it.
-    learned_mask: Option<Vec<Tensor<B::InnerBackend, 4>>>,
+    learned_mask: Option<Vec<Twiddles<B::InnerBackend>>>,
     pub resumed_from: Option<usize>,
     /// Progress records so far, one per (step, phase, attempt): saved in every checkpoint.
     history: Vec<Progress>,
@@ -128,6 +128,7 @@ impl<'a, B: FftBackend> Run<'a, B> {
                 (Probes::random(&cfg.target, n, rows, cfg.seed)?, model_class_for(&cfg.target, n, None, cfg.model)?)
             }
         };
+        let class = ModelClass { real: cfg.real, ..class };
         let objective = Objective::<B>::from_probes(&probes, device);
         let inner_objective = Objective::<B::InnerBackend>::from_probes(&probes, device);
         drop(probes);
@@ -170,11 +171,16 @@ impl<'a, B: FftBackend> Run<'a, B> {
         }
         let tb = cfg.log_dir.as_ref().map(TensorBoard::open).transpose()?;
         let perms = layer.permutations();
-        let learned_mask = class.fixed.as_ref().map(|_| {
+        // Per factor, the masks of the real and the imaginary parts' gradients.
+        let learned_mask = (class.fixed.is_some() || class.real).then(|| {
             let log_n = n.trailing_zeros() as usize;
             let mask = class.stage_mask(n);
             mask.chunks(2 * n * log_n)
-                .map(|m| float_tensor::<B::InnerBackend, 4>(m.to_vec(), [log_n, n / 2, 2, 2], device))
+                .map(|m| {
+                    let re = float_tensor::<B::InnerBackend, 4>(m.to_vec(), [log_n, n / 2, 2, 2], device);
+                    let im = if class.real { re.zeros_like() } else { re.clone() };
+                    Twiddles { re, im }
+                })
                 .collect()
         });
         let base_seconds = state.seconds;
@@ -337,8 +343,8 @@ impl<'a, B: FftBackend> Run<'a, B> {
     /// leaves them exactly as they are: its moments stay zero).
     pub fn mask_fixed(&self, mut grads: GradientsParams) -> GradientsParams {
         let Some(masks) = &self.learned_mask else { return grads };
-        for (f, mask) in self.layer.factors.iter().zip(masks) {
-            for id in [f.twiddle_re.id, f.twiddle_im.id] {
+        for (f, m) in self.layer.factors.iter().zip(masks) {
+            for (id, mask) in [(f.twiddle_re.id, &m.re), (f.twiddle_im.id, &m.im)] {
                 if let Some(g) = grads.remove::<B::InnerBackend, 4>(id) {
                     grads.register(id, g * mask.clone());
                 }
@@ -497,6 +503,14 @@ fn check_compatible(ckpt: &Checkpoint, new: &TrainConfig, precision: Precision) 
             op,
             format!("the checkpoint's model class ({})", name(saved.model)),
             format!("model class {}", name(new.model)),
+        ));
+    }
+    if saved.real != new.real {
+        let name = |real: bool| if real { "real" } else { "complex" };
+        return Err(Error::invalid(
+            op,
+            format!("{} butterflies as in the checkpoint", name(saved.real)),
+            name(new.real),
         ));
     }
     if saved.seed != new.seed {

@@ -206,6 +206,28 @@ fn a_chosen_model_class_trains_and_one_that_cannot_represent_the_target_misses_i
     }
 }
 
+/// `--real` keeps every imaginary part at 0: the Hadamard transform (whose exact factorization
+/// is real) reaches both bars with real butterflies, and every twiddle of its checkpoint has
+/// imaginary part 0.0; the DFT, which needs complex twiddles, misses its bar.
+#[test]
+fn real_butterflies_stay_real_and_reach_the_bars_of_a_real_target() {
+    for precision in [Precision::F64, Precision::F32] {
+        let dir = scratch(&format!("real-{precision}"));
+        let config = TrainConfig::new(16)
+            .with_target(Target::Hadamard)
+            .with_real(true)
+            .with_checkpoint_dir(Some(dir.display().to_string()));
+        let r = train(config, BackendKind::Ndarray, precision);
+        assert_bar(&r, precision);
+        let ckpt = Checkpoint::read(dir.join("checkpoint.lfft")).unwrap();
+        let (re, im) = ckpt.product::<NdArrayBackend<f64>>(&Default::default()).unwrap().stacked_twiddles();
+        assert!(learned_fft::to_f64_vec(im).iter().all(|&v| v == 0.0), "{precision}: a twiddle is not real");
+        assert!(learned_fft::to_f64_vec(re).iter().any(|&v| v != 0.0));
+    }
+    let r = train(TrainConfig::new(8).with_real(true).with_restarts(1), BackendKind::Ndarray, Precision::F32);
+    assert!(!r.reached && r.rmse > 1e-3, "the DFT with real butterflies: rmse {:.3e}", r.rmse);
+}
+
 #[test]
 fn checkpoints_from_before_a_config_field_load_with_its_default() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/dft-n8-f32-old-format.lfft");
@@ -516,6 +538,10 @@ fn resume_with_changed_shapes_is_refused() {
     let err = Trainer::new(config).unwrap().with_resume(true).run(BackendKind::Ndarray, Precision::F32, &mut ());
     let msg = err.expect_err("resuming in another model class is refused").to_string();
     assert!(msg.contains("the checkpoint's model class (the target's own)") && msg.contains("BPBP"), "{msg}");
+    let config = TrainConfig::new(8).with_checkpoint_dir(Some(dir.display().to_string())).with_real(true);
+    let err = Trainer::new(config).unwrap().with_resume(true).run(BackendKind::Ndarray, Precision::F32, &mut ());
+    let msg = err.expect_err("resuming complex butterflies as real ones is refused").to_string();
+    assert!(msg.contains("complex butterflies as in the checkpoint"), "{msg}");
     // Resuming without a checkpoint directory, or with an empty one, is refused too.
     let none =
         Trainer::new(TrainConfig::new(8)).unwrap().with_resume(true).run(BackendKind::Ndarray, Precision::F32, &mut ());
