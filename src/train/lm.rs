@@ -45,6 +45,11 @@ impl<B: Backend> Twiddles<B> {
     fn dot(&self, o: &Self) -> Tensor<B, 1> {
         (self.re.clone() * o.re.clone()).sum() + (self.im.clone() * o.im.clone()).sum()
     }
+    /// The gradient masks of both parts from `mask`, the real parts' one: the same for the
+    /// imaginary parts, or 0 for real butterflies (whose imaginary parts stay 0).
+    pub fn masks(mask: Tensor<B, 4>, real: bool) -> Self {
+        Twiddles { im: if real { mask.zeros_like() } else { mask.clone() }, re: mask }
+    }
     /// `self + a · o` with `a` a one-element tensor.
     fn axpy(&self, a: &Tensor<B, 1>, o: &Self) -> Self {
         let a = a.clone().reshape([1, 1, 1, 1]);

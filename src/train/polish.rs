@@ -61,8 +61,7 @@ impl<B: FftBackend> Run<'_, B> {
         } else {
             float_tensor::<B::InnerBackend, 4>(self.class.stage_mask(n), theta.re.dims(), self.device)
         };
-        // Real butterflies keep their imaginary parts at 0.
-        let mask = Twiddles { im: if self.class.real { mask.zeros_like() } else { mask.clone() }, re: mask };
+        let mask = Twiddles::masks(mask, self.class.real);
         let objective = self.inner_objective.clone();
         let perms = self.perms.clone();
         let mut polish = Polish::<B>::new(&objective, &perms, theta, mask, self.state.log2_lambda, self.state.stalled);

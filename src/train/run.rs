@@ -177,9 +177,8 @@ impl<'a, B: FftBackend> Run<'a, B> {
             let mask = class.stage_mask(n);
             mask.chunks(2 * n * log_n)
                 .map(|m| {
-                    let re = float_tensor::<B::InnerBackend, 4>(m.to_vec(), [log_n, n / 2, 2, 2], device);
-                    let im = if class.real { re.zeros_like() } else { re.clone() };
-                    Twiddles { re, im }
+                    let mask = float_tensor::<B::InnerBackend, 4>(m.to_vec(), [log_n, n / 2, 2, 2], device);
+                    Twiddles::masks(mask, class.real)
                 })
                 .collect()
         });
