@@ -14,9 +14,9 @@ use burn::tensor::{backend::Backend, Tensor};
 use super::butterfly::{basis_images_on_backend, dense_on_backend, Butterfly, ButterflyConfig, ButterflyInit};
 use crate::error::{check_power_of_two, Error, Result};
 use crate::ops::butterfly::{ButterflyOps, Permutation, Tangent};
-use crate::reference::butterfly::product_matrix;
-use crate::reference::factorizations::{exact, factor_count, learned_stages, permutations, Factorization};
-use crate::reference::identify::{butterfly_permutation, F64_TOLERANCE};
+use crate::reference::butterfly::{apply, product_matrix};
+use crate::reference::factorizations::{exact, learned_stages, permutations, Factorization};
+use crate::reference::identify::{butterfly_permutation, factor_permutation, F64_TOLERANCE};
 use crate::reference::{ComplexMatrix, Target};
 use crate::tensors::float_tensor;
 
@@ -355,8 +355,8 @@ impl ModelClass {
 /// A model class chosen by name instead of the target's own (`train --model`), in Dao et al.'s
 /// notation (ICML 2019): every stage learned, and
 /// - `B`: one butterfly, no input permutation;
-/// - `BP`: one butterfly after the permutation the target's one-factor class finds (found from
-///   the matrix, see [`model_class`]), or else its exact factorization's first one;
+/// - `BP`: one butterfly after the first permutation of the target's own class (found from the
+///   matrix where it is, see [`model_class`]);
 /// - `BPBP`: that factor, then a second butterfly (no permutation; a circulant keeps its exact
 ///   factorization's two).
 ///
@@ -411,9 +411,9 @@ pub fn model_class_for(
     let Some(choice) = choice else { return model_class_with(target, n, dense) };
     let log_n = check_power_of_two("model", n)?;
     let exact_perms = permutations(target, n)?;
-    let first = match (dense, factor_count(target)) {
-        (Some(dense), 1) => model_class_with(target, n, Some(dense))?.permutations.remove(0),
-        _ => Permutation::gather(exact_perms[0].clone())?,
+    let first = match dense {
+        Some(dense) => model_class_with(target, n, Some(dense))?.permutations.remove(0),
+        None => Permutation::gather(exact_perms[0].clone())?,
     };
     let permutations = match choice {
         ModelChoice::B => vec![Permutation::Identity],
@@ -429,9 +429,13 @@ pub fn model_class_for(
 
 /// The model class that represents `target` exactly, at the size of `dense`, the target's
 /// matrix ([`Target::matrix`]). A target of one factor gets the permutation that makes `dense`
-/// a butterfly, found from it ([`crate::reference::identify`]), and learns every stage; a
-/// product takes the permutations of its exact factorization, and learns the stages of
-/// [`learned_stages`] ([`crate::reference::factorizations`] has the construction).
+/// a butterfly, found from it ([`crate::reference::identify`]), and learns every stage; the
+/// real transforms (one factor, then the pairing `M` whose only learned stage sits between
+/// fixed permutations) get their first permutation found from it too, given the pattern of
+/// `M` ([`crate::reference::identify::factor_permutation`]); the circulant, whose later
+/// factor is a free butterfly, takes the permutations of its exact factorization. Every
+/// product learns the stages of [`learned_stages`] ([`crate::reference::factorizations`] has
+/// the construction).
 ///
 /// # Errors
 /// [`Error::InvalidInput`] when the size is not a power of two ≥ 2, or a one-factor target is
@@ -452,30 +456,74 @@ pub fn model_class_of_size(target: &Target, n: usize) -> Result<ModelClass> {
 
 fn model_class_with(target: &Target, n: usize, dense: Option<&ComplexMatrix>) -> Result<ModelClass> {
     let learned = learned_stages(target, n)?;
-    let dense = match dense {
-        Some(dense) if factor_count(target) == 1 => dense,
-        _ => {
-            let permutations = permutations(target, n)?.into_iter().map(Permutation::gather).collect::<Result<_>>()?;
-            let fixed = match learned.iter().all(|&l| l) {
-                true => None,
-                false => exact(target, n)?.map(|f| {
-                    let re = f.factors().iter().flat_map(|f| f.re.iter().copied()).collect();
-                    let im = f.factors().iter().flat_map(|f| f.im.iter().copied()).collect();
-                    (re, im)
-                }),
-            };
-            return Ok(ModelClass { permutations, learned, fixed, real: false });
-        }
+    let log_n = n.trailing_zeros() as usize;
+    let mut permutations: Vec<Permutation> =
+        permutations(target, n)?.into_iter().map(Permutation::gather).collect::<Result<_>>()?;
+    let fixed = match learned.iter().all(|&l| l) {
+        true => None,
+        false => exact(target, n)?.map(|f| {
+            let re = f.factors().iter().flat_map(|f| f.re.iter().copied()).collect();
+            let im = f.factors().iter().flat_map(|f| f.im.iter().copied()).collect();
+            (re, im)
+        }),
     };
-    let found = butterfly_permutation(dense, F64_TOLERANCE)?;
-    let perm = found.ok_or_else(|| {
+    let Some(dense) = dense else { return Ok(ModelClass { permutations, learned, fixed, real: false }) };
+    let unfound = || {
         Error::invalid(
             "model",
-            "a one-factor target that is a butterfly after some permutation",
+            "a target that is a butterfly after some permutation, then its class's later factors",
             format!("{:?} at N = {n}, which is not", target.kind()),
         )
-    })?;
-    Ok(ModelClass { permutations: vec![Permutation::gather(perm)?], learned, fixed: None, real: false })
+    };
+    if permutations.len() == 1 {
+        let perm = butterfly_permutation(dense, F64_TOLERANCE)?.ok_or_else(unfound)?;
+        return Ok(ModelClass { permutations: vec![Permutation::gather(perm)?], learned, fixed, real: false });
+    }
+    // A product whose later factors are fixed up to values (the pairing M: one learned stage
+    // between fixed permutations) gets its first permutation from the matrix too, given only
+    // where those factors can mix rows; one whose later factors are free butterflies (the
+    // circulant's) takes its exact factorization's.
+    if let Some((fixed_re, fixed_im)) = fixed.as_ref().filter(|_| !learned[log_n..].iter().all(|&l| l)) {
+        let outer = outer_pattern(
+            n,
+            &permutations[1..],
+            &learned[log_n..],
+            &fixed_re[log_n * 2 * n..],
+            &fixed_im[log_n * 2 * n..],
+        )?;
+        let perm = factor_permutation(dense, &outer, F64_TOLERANCE)?.ok_or_else(unfound)?;
+        permutations[0] = Permutation::gather(perm)?;
+    }
+    Ok(ModelClass { permutations, learned, fixed, real: false })
+}
+
+/// The matrix of a class's later factors with every learned stage's blocks set to generic
+/// values (fixed pseudo-random numbers) and the fixed stages as the class fixes them: its
+/// nonzero pattern says which rows of the first factor each output may mix, whatever is learned.
+fn outer_pattern(n: usize, perms: &[Permutation], learned: &[bool], re: &[f64], im: &[f64]) -> Result<ComplexMatrix> {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(0x5eed);
+    let per_stage = 2 * n;
+    let (mut re, mut im) = (re.to_vec(), im.to_vec());
+    for (s, _) in learned.iter().enumerate().filter(|(_, &l)| l) {
+        for i in s * per_stage..(s + 1) * per_stage {
+            (re[i], im[i]) = (rng.random_range(0.5..1.5), rng.random_range(-1.0..1.0));
+        }
+    }
+    let log_n = n.trailing_zeros() as usize;
+    let indices: Vec<Vec<usize>> = perms.iter().map(|p| p.indices(n)).collect();
+    let per_factor = log_n * per_stage;
+    // Column by column (O(N² log N)), not as a product of dense matrices (O(N³)).
+    let mut failed = None;
+    let m = ComplexMatrix::from_linear_map(n, |col| {
+        for (k, p) in indices.iter().enumerate() {
+            let r = k * per_factor..(k + 1) * per_factor;
+            if let Err(e) = apply(&re[r.clone()], &im[r], p, col) {
+                failed.get_or_insert(e);
+            }
+        }
+    });
+    failed.map_or(Ok(m), Err)
 }
 
 /// The exact factorization of `target` at size `n` as a [`ButterflyProduct`] on `B` (`None`

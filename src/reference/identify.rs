@@ -23,6 +23,18 @@
 //! the half holding the smaller column index first, so the DFT gets the bit reversal and the
 //! Hadamard transform the identity.
 //!
+//! **Under a fixed outer factor** ([`factor_permutation`]): the real transforms' class is
+//! `T = M · B · P` with `M` a pairing of outputs k and −k whose 2×2 values are learned, so only
+//! `M`'s pattern is known. Rows `k` and `−k` of `T` then span the same space as rows `k` and
+//! `−k` of `B · P`, and the rank structure holds for spans: at a level of size m = 2h the rows
+//! `{p, p + h, −p, −p + h}` of `B · P` span, on the columns of either half, the two rows
+//! `{p, −p} mod h` of that half's sub-butterfly, a plane. So the column vectors of those four
+//! rows of `T` lie in two planes meeting only at 0, one per half; the plane through two columns
+//! holds a third direction only if both columns are in the same half (a plane through one
+//! column of each half holds only vectors parallel to one of them), which is how the halves are
+//! told apart, and the recursion carries each half's plane (the two most independent of the
+//! four rows restricted to it) down as the span of its rows `{p, −p} mod h`.
+//!
 //! Dao et al. (ICML 2019) learn the same choice by gradient descent on a relaxation (at each
 //! level, probabilities of separating even and odd indices and of reversing the halves), which
 //! needs a search over hyperparameters and reaches only the permutations of that family; this
@@ -31,7 +43,7 @@
 use num_complex::Complex64;
 
 use super::matrix::ComplexMatrix;
-use crate::error::{check_power_of_two, Result};
+use crate::error::{check_power_of_two, Error, Result};
 
 /// Relative tolerance of [`butterfly_permutation`] for matrices exact in f64: a 2-vector is zero
 /// below this fraction of its rows' RMS magnitude, and two are parallel when the sine of their
@@ -47,13 +59,111 @@ pub const F64_TOLERANCE: f64 = 1e-9;
 pub fn butterfly_permutation(t: &ComplexMatrix, tol: f64) -> Result<Option<Vec<usize>>> {
     let n = t.n();
     check_power_of_two("identify.butterfly_permutation", n)?;
-    let rows: Vec<Vec<Complex64>> = (0..n).map(|r| t.as_slice()[r * n..(r + 1) * n].to_vec()).collect();
-    Ok(split(rows, (0..n).collect(), tol))
+    let groups = (0..n).map(|r| Group { index: vec![r], rows: vec![row(t, r)] }).collect();
+    Ok(split(groups, (0..n).collect(), tol))
 }
 
-/// The ordering of `cols` (the original indices of the columns of `rows`, an m×m block that
-/// must be a butterfly after it), or `None`.
-fn split(rows: Vec<Vec<Complex64>>, cols: Vec<usize>, tol: f64) -> Option<Vec<usize>> {
+/// Gather indices `perm` such that `t = A · B · P` for a butterfly `B` and some invertible `A`
+/// whose sparsity is that of `outer` (only where `outer` is nonzero does `A` mix a row of `B`
+/// into a row of `t`), or `None` when no permutation makes `t` one (within `tol`, relative).
+///
+/// This finds the first permutation of a product whose later factors are fixed up to values
+/// (the pairing `M` of the Hartley transform, the DCT-II and the DST-II: `outer` is `M`'s
+/// pattern, each output `k` mixed with `−k`). Each connected block of `outer`'s pattern tells
+/// which rows of `B · P` span the same space as which rows of `t`, and the rank structure of the
+/// module docs holds for those spans: at a level of size `m = 2h`, the rows of a block closed
+/// under `p ↦ p + h` span, on either half of the columns, a space of half their number. Blocks
+/// of up to 4 rows at every level (the pairing's `{p, p + h, −p, −p + h}`) are supported;
+/// larger ones give `None`.
+///
+/// # Errors
+/// [`crate::Error::InvalidInput`] when the sizes differ or are not a power of two ≥ 2, or a
+/// block of `outer`'s pattern is not square (then `A` is not invertible).
+pub fn factor_permutation(t: &ComplexMatrix, outer: &ComplexMatrix, tol: f64) -> Result<Option<Vec<usize>>> {
+    let op = "identify.factor_permutation";
+    let n = t.n();
+    check_power_of_two(op, n)?;
+    if outer.n() != n {
+        return Err(Error::invalid(op, format!("an outer pattern of size {n}"), format!("size {}", outer.n())));
+    }
+    // Connected blocks of the bipartite pattern: rows of t (0..n) and rows of B (n..2n).
+    let max = outer.as_slice().iter().map(|z| z.norm()).fold(0.0, f64::max);
+    let mut blocks = Components::new(2 * n);
+    for r in 0..n {
+        for c in 0..n {
+            if outer.get(r, c).norm() > tol * max {
+                blocks.union(r, n + c);
+            }
+        }
+    }
+    let mut members: std::collections::BTreeMap<usize, (Vec<usize>, Vec<usize>)> = Default::default();
+    for i in 0..2 * n {
+        let entry = members.entry(blocks.find(i)).or_default();
+        if i < n {
+            entry.0.push(i);
+        } else {
+            entry.1.push(i - n);
+        }
+    }
+    let mut groups = Vec::with_capacity(members.len());
+    for (t_rows, index) in members.into_values() {
+        if t_rows.len() != index.len() {
+            return Err(Error::invalid(
+                op,
+                "an outer pattern whose blocks are square (an invertible outer factor)",
+                format!("a block mixing {} rows into {}", index.len(), t_rows.len()),
+            ));
+        }
+        groups.push(Group { index, rows: t_rows.iter().map(|&r| row(t, r)).collect() });
+    }
+    Ok(split(groups, (0..n).collect(), tol))
+}
+
+fn row(t: &ComplexMatrix, r: usize) -> Vec<Complex64> {
+    let n = t.n();
+    t.as_slice()[r * n..(r + 1) * n].to_vec()
+}
+
+/// Whether `t` is a butterfly as it stands (no permutation), within `tol` (relative): the
+/// rank-one structure of the module docs on the natural halves of every level.
+pub fn is_butterfly(t: &ComplexMatrix, tol: f64) -> bool {
+    let n = t.n();
+    n.is_power_of_two() && n >= 2 && is_butterfly_rows((0..n).map(|r| row(t, r)).collect(), tol)
+}
+
+fn is_butterfly_rows(rows: Vec<Vec<Complex64>>, tol: f64) -> bool {
+    let m = rows.len();
+    if m <= 2 {
+        return true;
+    }
+    let h = m / 2;
+    [0..h, h..m].into_iter().all(|half| {
+        let sub: Vec<Vec<Complex64>> = (0..h)
+            .map(|p| {
+                let on_half = |r: &[Complex64]| r[half.clone()].iter().map(|z| z.norm_sqr()).sum::<f64>();
+                let r = if on_half(&rows[p]) >= on_half(&rows[p + h]) { &rows[p] } else { &rows[p + h] };
+                r[half.clone()].to_vec()
+            })
+            .collect();
+        let parallel_half = (0..h).all(|p| {
+            let vs: Vec<Vec<Complex64>> = half.clone().map(|j| vec![rows[p][j], rows[p + h][j]]).collect();
+            let scale = vs.iter().map(|v| norm_sqr(v)).sum::<f64>() / h as f64;
+            rank_at_most(vs.iter().filter(|v| norm_sqr(v) > tol * tol * scale), 1, tol)
+        });
+        parallel_half && is_butterfly_rows(sub, tol)
+    })
+}
+
+/// Rows of the butterfly being identified that are known only together: `rows` (as many as
+/// `index`, over the current columns) span the same space as the rows `index` of `B · P`.
+struct Group {
+    index: Vec<usize>,
+    rows: Vec<Vec<Complex64>>,
+}
+
+/// The ordering of `cols` (the original indices of the m current columns) that makes the m×m
+/// block described by `groups` a butterfly (up to the groups' mixing), or `None`.
+fn split(groups: Vec<Group>, cols: Vec<usize>, tol: f64) -> Option<Vec<usize>> {
     let m = cols.len();
     if m <= 2 {
         // One 2×2 block is any 2×2 matrix.
@@ -62,51 +172,49 @@ fn split(rows: Vec<Vec<Complex64>>, cols: Vec<usize>, tol: f64) -> Option<Vec<us
         return Some(cols);
     }
     let h = m / 2;
-    let mut colours = Colouring::new(m);
-    // Once one component spans every column the halves are known (up to exchanging them): the
-    // remaining pairs are only checked, each half's columns against its first one.
-    let mut halves: Option<Vec<bool>> = None;
-    for p in 0..h {
-        let (a, b) = (&rows[p], &rows[p + h]);
-        let scale_sqr = (norm_sqr(a) + norm_sqr(b)) / m as f64;
-        if scale_sqr == 0.0 {
-            continue;
-        }
-        let zero = |j: usize| a[j].norm_sqr() + b[j].norm_sqr() <= tol * tol * scale_sqr;
-        if let Some(left) = &halves {
-            let mut first: [Option<usize>; 2] = [None, None];
-            for j in (0..m).filter(|&j| !zero(j)) {
-                match first[usize::from(left[j])] {
-                    Some(r) if !parallel((a[r], b[r]), (a[j], b[j]), tol) => return None,
-                    Some(_) => {}
-                    None => first[usize::from(left[j])] = Some(j),
-                }
-            }
-            continue;
-        }
-        // One representative column per direction; a third direction rules out every split.
-        let mut reps: Vec<usize> = Vec::with_capacity(2);
-        for j in (0..m).filter(|&j| !zero(j)) {
-            let v = (a[j], b[j]);
-            match reps.iter().position(|&r| parallel((a[r], b[r]), v, tol)) {
-                Some(0) => colours.join(reps[0], j, false)?,
-                Some(_) => colours.join(reps[0], j, true)?,
-                None if reps.is_empty() => reps.push(j),
-                None if reps.len() == 1 => {
-                    colours.join(reps[0], j, true)?;
-                    reps.push(j);
-                }
-                None => return None,
-            }
-        }
-        if colours.components == 1 {
-            halves = Some(colours.balanced(h)?);
+    // A level's last stage mixes rows p and p + h: the groups joined under that (and under
+    // their own mixing) are the level's blocks, each spanning half its rows on either half.
+    let mut joined = Components::new(m);
+    for g in &groups {
+        for &i in &g.index[1..] {
+            joined.union(g.index[0], i);
         }
     }
-    let left = match halves {
-        Some(left) => left,
-        None => colours.balanced(h)?,
-    };
+    for p in 0..h {
+        joined.union(p, p + h);
+    }
+    let mut by_root: std::collections::BTreeMap<usize, Vec<usize>> = Default::default();
+    for (gi, g) in groups.iter().enumerate() {
+        by_root.entry(joined.find(g.index[0])).or_default().push(gi);
+    }
+    let blocks: Vec<Block> = by_root
+        .into_values()
+        .map(|gs| {
+            let mut index = Vec::new();
+            let mut rows = Vec::new();
+            for gi in gs {
+                index.extend_from_slice(&groups[gi].index);
+                rows.extend(groups[gi].rows.iter().cloned());
+            }
+            Block { index, rows }
+        })
+        .collect();
+    if blocks.iter().any(|b| b.rows.len() % 2 != 0 || b.rows.len() > 4) {
+        return None;
+    }
+    let mut colours = Colouring::new(m);
+    // Once the colouring spans every column the halves are known (up to exchanging them); the
+    // remaining blocks are only checked.
+    for b in &blocks {
+        if colours.components == 1 {
+            break;
+        }
+        b.constrain(&mut colours, tol)?;
+    }
+    let left = colours.balanced(h)?;
+    if !blocks.iter().all(|b| b.fits(&left, tol)) {
+        return None;
+    }
     // The half holding the smallest original column comes first.
     let (mut first, mut second): (Vec<usize>, Vec<usize>) = (0..m).partition(|&j| left[j]);
     if second.iter().map(|&j| cols[j]).min() < first.iter().map(|&j| cols[j]).min() {
@@ -114,28 +222,221 @@ fn split(rows: Vec<Vec<Complex64>>, cols: Vec<usize>, tol: f64) -> Option<Vec<us
     }
     let mut order = Vec::with_capacity(m);
     for half in [first, second] {
-        // Row p of the half's sub-butterfly: whichever of rows p, p + h is larger (both are
-        // multiples of it where the split is right; the recursion checks the rest).
-        let sub: Vec<Vec<Complex64>> = (0..h)
-            .map(|p| {
-                let on_half = |r: &[Complex64]| half.iter().map(|&j| r[j].norm_sqr()).sum::<f64>();
-                let r = if on_half(&rows[p]) >= on_half(&rows[p + h]) { &rows[p] } else { &rows[p + h] };
-                half.iter().map(|&j| r[j]).collect()
-            })
-            .collect();
+        let sub = blocks.iter().map(|b| b.on_half(&half, h)).collect();
         order.extend(split(sub, half.iter().map(|&j| cols[j]).collect(), tol)?);
     }
     Some(order)
+}
+
+/// The rows of one block of a level: `rows` span the rows `index` of `B · P` (closed under
+/// `p ↦ p ± h`), so on either half of the columns a space of dimension `rows.len() / 2`.
+struct Block {
+    index: Vec<usize>,
+    rows: Vec<Vec<Complex64>>,
+}
+
+impl Block {
+    fn dim(&self) -> usize {
+        self.rows.len() / 2
+    }
+
+    /// The column vectors of the block (`None` where zero relative to the block's scale).
+    fn columns(&self, tol: f64) -> Vec<Option<Vec<Complex64>>> {
+        let m = self.rows[0].len();
+        let scale = self.rows.iter().map(|r| norm_sqr(r)).sum::<f64>() / m as f64;
+        (0..m)
+            .map(|j| {
+                let v: Vec<Complex64> = self.rows.iter().map(|r| r[j]).collect();
+                (scale > 0.0 && norm_sqr(&v) > tol * tol * scale).then_some(v)
+            })
+            .collect()
+    }
+
+    /// Adds what this block says about which columns go together; `None` on a contradiction.
+    fn constrain(&self, colours: &mut Colouring, tol: f64) -> Option<()> {
+        let cols = self.columns(tol);
+        let nonzero: Vec<usize> = (0..cols.len()).filter(|&j| cols[j].is_some()).collect();
+        let v = |j: usize| cols[j].as_deref().unwrap_or(&[]);
+        let Some(&d0) = nonzero.first() else { return Some(()) };
+        if self.dim() == 1 {
+            // Two directions, one per half; a third rules out every split.
+            let mut other: Option<usize> = None;
+            for &j in &nonzero[1..] {
+                if parallel(v(d0), v(j), tol) {
+                    colours.join(d0, j, false)?;
+                } else {
+                    match other {
+                        Some(o) if !parallel(v(o), v(j), tol) => return None,
+                        _ => other = Some(other.unwrap_or(j)),
+                    }
+                    colours.join(d0, j, true)?;
+                }
+            }
+            return Some(());
+        }
+        // Two planes meeting only at 0. The plane through d0 and another column is d0's half's
+        // when a third direction lies in it (a plane through columns of both halves holds only
+        // vectors parallel to one of the two); then every column in it goes with d0 and every
+        // other column opposite. A few candidates suffice unless a half has only two
+        // directions, which the other blocks then decide.
+        const CANDIDATES: usize = 8;
+        for &j in nonzero.iter().filter(|&&j| !parallel(v(d0), v(j), tol)).take(CANDIDATES) {
+            let basis = orthonormal(&[v(d0), v(j)], tol);
+            let inside: Vec<bool> =
+                (0..cols.len()).map(|c| cols[c].as_deref().is_none_or(|x| residual(x, &basis, tol))).collect();
+            let third = nonzero.iter().any(|&c| inside[c] && !parallel(v(c), v(d0), tol) && !parallel(v(c), v(j), tol));
+            if third {
+                for &c in &nonzero {
+                    colours.join(d0, c, !inside[c])?;
+                }
+                return Some(());
+            }
+        }
+        for &j in &nonzero[1..] {
+            if parallel(v(d0), v(j), tol) {
+                colours.join(d0, j, false)?;
+            }
+        }
+        Some(())
+    }
+
+    /// Whether the columns of each half span at most `dim` dimensions.
+    fn fits(&self, left: &[bool], tol: f64) -> bool {
+        let cols = self.columns(tol);
+        [true, false].into_iter().all(|side| {
+            rank_at_most((0..cols.len()).filter(|&j| left[j] == side).filter_map(|j| cols[j].as_ref()), self.dim(), tol)
+        })
+    }
+
+    /// The block's group in the sub-problem of `half` (columns of this level, size h): the rows
+    /// `index mod h` of the half's sub-butterfly, spanned by `dim` of the block's rows restricted
+    /// to the half (the most independent ones).
+    fn on_half(&self, half: &[usize], h: usize) -> Group {
+        let mut index: Vec<usize> = self.index.iter().map(|&i| i % h).collect();
+        index.sort_unstable();
+        index.dedup();
+        let restricted: Vec<Vec<Complex64>> = self.rows.iter().map(|r| half.iter().map(|&j| r[j]).collect()).collect();
+        let mut chosen: Vec<Vec<Complex64>> = Vec::with_capacity(index.len());
+        let mut basis: Vec<Vec<Complex64>> = Vec::new();
+        for _ in 0..index.len() {
+            // The row with the largest part outside the rows chosen so far.
+            let outside = |r: &Vec<Complex64>| norm_sqr(&project_out(r, &basis));
+            let best = restricted.iter().max_by(|a, b| outside(a).total_cmp(&outside(b))).cloned().unwrap_or_default();
+            let r = project_out(&best, &basis);
+            if norm_sqr(&r) > 0.0 {
+                basis.push(unit(r));
+            }
+            chosen.push(best);
+        }
+        Group { index, rows: chosen }
+    }
 }
 
 fn norm_sqr(v: &[Complex64]) -> f64 {
     v.iter().map(|z| z.norm_sqr()).sum()
 }
 
-/// Whether two nonzero 2-vectors are parallel: |det| ≤ tol · |u| · |v|.
-fn parallel(u: (Complex64, Complex64), v: (Complex64, Complex64), tol: f64) -> bool {
-    let det = (u.0 * v.1 - u.1 * v.0).norm_sqr();
-    det <= tol * tol * (u.0.norm_sqr() + u.1.norm_sqr()) * (v.0.norm_sqr() + v.1.norm_sqr())
+fn dot(a: &[Complex64], b: &[Complex64]) -> Complex64 {
+    a.iter().zip(b).map(|(x, y)| x.conj() * y).sum()
+}
+
+/// `x` minus its projection on the orthonormal `basis`.
+fn project_out(x: &[Complex64], basis: &[Vec<Complex64>]) -> Vec<Complex64> {
+    let mut r = x.to_vec();
+    for e in basis {
+        let c = dot(e, &r);
+        r.iter_mut().zip(e).for_each(|(ri, ei)| *ri -= c * ei);
+    }
+    r
+}
+
+/// An orthonormal basis of the span of `vs` (Gram–Schmidt, dropping a vector whose part outside
+/// the others is at most `tol` of its norm).
+fn orthonormal(vs: &[&[Complex64]], tol: f64) -> Vec<Vec<Complex64>> {
+    let mut basis: Vec<Vec<Complex64>> = Vec::new();
+    for v in vs {
+        let r = project_out(v, &basis);
+        let (nr, nv) = (norm_sqr(&r), norm_sqr(v));
+        if nr > tol * tol * nv && nr > 0.0 {
+            basis.push(unit(r));
+        }
+    }
+    basis
+}
+
+/// Whether `x` lies in the span of the orthonormal `basis` (its part outside is at most `tol`
+/// of its norm).
+fn residual(x: &[Complex64], basis: &[Vec<Complex64>], tol: f64) -> bool {
+    norm_sqr(&project_out(x, basis)) <= tol * tol * norm_sqr(x)
+}
+
+/// Whether two nonzero vectors are parallel (|sin| of their angle ≤ tol): by Lagrange's identity
+/// `|u|²|v|² − |⟨u, v⟩|² = Σ_{i<j} |u_i v_j − u_j v_i|²`, the right side computed, which keeps
+/// its relative accuracy where the left one cancels.
+fn parallel(u: &[Complex64], v: &[Complex64], tol: f64) -> bool {
+    let mut wedge = 0.0;
+    for i in 0..u.len() {
+        for j in i + 1..u.len() {
+            wedge += (u[i] * v[j] - u[j] * v[i]).norm_sqr();
+        }
+    }
+    wedge <= tol * tol * norm_sqr(u) * norm_sqr(v)
+}
+
+/// Whether the nonzero vectors `vs` span at most `dim` dimensions.
+fn rank_at_most<'a>(vs: impl Iterator<Item = &'a Vec<Complex64>>, dim: usize, tol: f64) -> bool {
+    let mut basis: Vec<Vec<Complex64>> = Vec::new();
+    for v in vs {
+        let r = project_out(v, &basis);
+        if norm_sqr(&r) > tol * tol * norm_sqr(v) {
+            basis.push(unit(r));
+            if basis.len() > dim {
+                return false;
+            }
+        }
+    }
+    true
+}
+
+fn unit(v: Vec<Complex64>) -> Vec<Complex64> {
+    let s = norm_sqr(&v).sqrt();
+    if s > 0.0 {
+        v.into_iter().map(|z| z / s).collect()
+    } else {
+        v
+    }
+}
+
+/// Plain union–find (connected components).
+struct Components {
+    parent: Vec<usize>,
+}
+
+impl Components {
+    fn new(n: usize) -> Self {
+        Components { parent: (0..n).collect() }
+    }
+
+    fn find(&mut self, i: usize) -> usize {
+        let mut r = i;
+        while self.parent[r] != r {
+            r = self.parent[r];
+        }
+        let mut v = i;
+        while self.parent[v] != r {
+            let next = self.parent[v];
+            self.parent[v] = r;
+            v = next;
+        }
+        r
+    }
+
+    fn union(&mut self, a: usize, b: usize) {
+        let (ra, rb) = (self.find(a), self.find(b));
+        if ra != rb {
+            self.parent[rb] = ra;
+        }
+    }
 }
 
 /// A two-colouring under constraints "same colour" / "different colours", kept as a union–find

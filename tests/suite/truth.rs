@@ -2,7 +2,8 @@
 
 use std::f64::consts::PI;
 
-use learned_fft::reference::identify::{butterfly_permutation, F64_TOLERANCE};
+use learned_fft::nn::model_class;
+use learned_fft::reference::identify::{butterfly_permutation, factor_permutation, is_butterfly, F64_TOLERANCE};
 use learned_fft::reference::{butterfly, dft, factorizations, ComplexMatrix, FftNorm, Target};
 use learned_fft::{ButterflyInit, Permutation};
 use num_complex::Complex64;
@@ -273,6 +274,67 @@ fn identification_of_the_targets() {
             for t in [Target::Dct2, Target::Dst2, Target::Hartley, Target::Circulant { kernel: normals(5, n) }] {
                 assert_eq!(search(&t), None, "{:?} n={n}", t.kind());
             }
+        }
+    }
+}
+
+/// `M · B · P0` for a random butterfly `B`, a random gather `P0` and a pairing `M` of outputs k
+/// and −k with random coefficients (`(M z)_k = α_k z_k + β_k z_{−k}`, the form of the real
+/// transforms' class): the search, given only where `M` is nonzero, recovers `P0` (as its
+/// representative), and finds none once one entry is changed.
+#[test]
+fn identification_under_a_pairing_recovers_the_first_permutation() {
+    for n in [4, 8, 64, 256] {
+        for seed in 0..3 {
+            let (re, im) = ButterflyInit::RandomUnitary { seed }.twiddles(n);
+            let p0 = shuffled(n, 200 + seed);
+            let cs = |s: u64| -> Vec<Complex64> {
+                normals(s, 2 * n).chunks(2).map(|c| Complex64::new(1.0 + c[0].abs(), c[1])).collect()
+            };
+            let (alpha, beta) = (cs(300 + seed), cs(400 + seed));
+            // A pairing with α_k ≠ ±β_k stays invertible on every pair {k, −k}.
+            let pairing = ComplexMatrix::from_fn(n, |k, j| {
+                let mut z = Complex64::new(0.0, 0.0);
+                if j == k {
+                    z += alpha[k];
+                }
+                if j == (n - k) % n {
+                    z += beta[k];
+                }
+                z
+            });
+            let t = pairing.matmul(&butterfly::matrix(&re, &im, n, &p0).unwrap()).unwrap();
+            let found = factor_permutation(&t, &pairing, F64_TOLERANCE).unwrap();
+            assert_eq!(found, Some(canonical(&p0)), "n={n} seed={seed}");
+            let broken = ComplexMatrix::from_fn(n, |r, c| t.get(r, c) + f64::from(u8::from(r == 1 && c == 0)) * 0.5);
+            assert_eq!(factor_permutation(&broken, &pairing, F64_TOLERANCE).unwrap(), None, "n={n} seed={seed}");
+            // The identity pattern is the one-butterfly search, and the found gather undoes P0.
+            let b = butterfly::matrix(&re, &im, n, &p0).unwrap();
+            let perm = factor_permutation(&b, &ComplexMatrix::identity(n), F64_TOLERANCE).unwrap().unwrap();
+            assert_eq!(perm, canonical(&p0), "n={n} seed={seed}");
+            assert!(
+                is_butterfly(&ComplexMatrix::from_fn(n, |r, c| b.get(r, perm[c])), F64_TOLERANCE),
+                "n={n} seed={seed}"
+            );
+            let identity: Vec<usize> = (0..n).collect();
+            assert_eq!(is_butterfly(&b, F64_TOLERANCE), canonical(&p0) == identity, "n={n} seed={seed}");
+        }
+    }
+}
+
+/// The Hartley transform, DCT-II and DST-II: their class's first permutation is found from the
+/// matrix (given where the pairing's fixed factors mix rows), and it makes the target exact in
+/// the class: it is the exact factorization's permutation up to the exchanges of halves that
+/// keep a butterfly one (the representative [`canonical`]).
+#[test]
+fn the_real_transforms_first_permutation_is_found_from_the_matrix() {
+    for n in sizes_up_to(1024).filter(|&n| n >= 4) {
+        for target in [Target::Hartley, Target::Dct2, Target::Dst2] {
+            let dense = target.matrix(n).unwrap();
+            let class = model_class(&target, &dense).unwrap();
+            let found = class.permutations[0].indices(n);
+            let exact = factorizations::exact(&target, n).unwrap().unwrap();
+            assert_eq!(found, canonical(&exact.factors()[0].permutation), "{:?} n={n}", target.kind());
         }
     }
 }
