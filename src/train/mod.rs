@@ -48,6 +48,6 @@ mod trainer;
 
 pub use checkpoint::{Checkpoint, DirLock};
 pub use config::TrainConfig;
-pub use observer::{Observer, Progress};
+pub use observer::{AttemptLog, Observer, Progress};
 pub use state::{Phase, TrainState};
 pub use trainer::{TrainReport, Trainer, HALF_REUSE};

@@ -37,3 +37,54 @@ pub trait Observer {
 }
 
 impl Observer for () {}
+
+/// One attempt of a run as its progress records saw it ([`crate::train::TrainReport::attempt_log`]):
+/// where its Adam phase ended and where its polish left it, which says why a run needed
+/// restarts (or missed its bar). Steps are those of the records, so within `log_every` of the
+/// exact ones.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AttemptLog {
+    /// The attempt (0 first).
+    pub attempt: usize,
+    /// The step of its first record.
+    pub first_step: usize,
+    /// The step of its first polish record (`None`: no polish recorded).
+    pub polish_step: Option<usize>,
+    /// The step of its last record.
+    pub last_step: usize,
+    /// The device's rmse at its last Adam record (`None`: no Adam recorded, as for a layer grown
+    /// straight into the polish).
+    pub adam_rmse: Option<f64>,
+    /// The device's rmse at its last record.
+    pub rmse: f64,
+}
+
+impl AttemptLog {
+    /// The attempts of `history` (records in step order, as a run keeps them), one entry each.
+    pub fn from_history(history: &[Progress]) -> Vec<AttemptLog> {
+        let mut logs: Vec<AttemptLog> = Vec::new();
+        for p in history {
+            if logs.last().is_none_or(|log| log.attempt != p.attempt) {
+                logs.push(AttemptLog {
+                    attempt: p.attempt,
+                    first_step: p.step,
+                    polish_step: None,
+                    last_step: p.step,
+                    adam_rmse: None,
+                    rmse: p.rmse,
+                });
+            }
+            let Some(log) = logs.last_mut() else { continue };
+            match p.phase {
+                Phase::Adam => log.adam_rmse = Some(p.rmse),
+                Phase::Polish => {
+                    log.polish_step.get_or_insert(p.step);
+                }
+                Phase::Done => {}
+            }
+            log.last_step = p.step;
+            log.rmse = p.rmse;
+        }
+        logs
+    }
+}

@@ -11,7 +11,7 @@ use serde::Serialize;
 use super::checkpoint;
 use super::config::TrainConfig;
 use super::objective::scalar;
-use super::observer::{Observer, Progress};
+use super::observer::{AttemptLog, Observer, Progress};
 use super::run::{Grown, Run, RunOptions};
 use super::state::Phase;
 use crate::backend::{dispatch, BackendKind, BackendTask, FftBackend, Precision, Selected};
@@ -62,6 +62,9 @@ pub struct TrainReport {
     pub grown_from: Option<usize>,
     /// The checkpoint written at the end, if any.
     pub checkpoint: Option<String>,
+    /// Each attempt's outcome, from the progress records: where its Adam phase ended and where
+    /// its polish left it ([`AttemptLog`]).
+    pub attempt_log: Vec<AttemptLog>,
     /// The progress records of the whole run (resumed runs included), one per (step, phase,
     /// attempt): the training curve ([`crate::plot::training_curve`]). Not serialised.
     #[serde(skip)]
@@ -276,6 +279,7 @@ fn finish<B: FftBackend>(mut run: Run<'_, B>, selected: &Selected) -> Result<(Bu
         gauge_fixed: state.gauge_fixed,
         grown_from: state.grown_from,
         checkpoint: ended.checkpoint.map(|p| p.display().to_string()),
+        attempt_log: AttemptLog::from_history(&ended.history),
         history: ended.history,
     };
     Ok((layer, report))

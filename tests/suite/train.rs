@@ -203,6 +203,15 @@ fn a_chosen_model_class_trains_and_one_that_cannot_represent_the_target_misses_i
         assert_bar(&r, precision);
         let r = run(Target::Dft, ModelChoice::B, precision, 0, 1);
         assert!(!r.reached && r.rmse > 1e-3 && r.attempts == 2, "the DFT as B: rmse {:.3e}", r.rmse);
+        // The report says how each attempt ended: Adam, then a polish, both above the bar.
+        let log = &r.attempt_log;
+        assert_eq!(log.iter().map(|a| a.attempt).collect::<Vec<_>>(), vec![0, 1], "{log:?}");
+        for a in log {
+            let polish = a.polish_step.unwrap_or_else(|| panic!("attempt {} has no polish: {log:?}", a.attempt));
+            assert!(a.first_step < polish && polish <= a.last_step, "{log:?}");
+            assert!(a.adam_rmse.is_some_and(|x| x > 1e-3) && a.rmse > 1e-3, "{log:?}");
+        }
+        assert!(log[0].last_step < log[1].first_step && log[1].last_step <= r.steps, "{log:?}");
     }
 }
 
