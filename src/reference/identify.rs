@@ -88,17 +88,18 @@ pub fn factor_permutation(t: &ComplexMatrix, outer: &ComplexMatrix, tol: f64) ->
     }
     // Connected blocks of the bipartite pattern: rows of t (0..n) and rows of B (n..2n).
     let max = outer.as_slice().iter().map(|z| z.norm()).fold(0.0, f64::max);
-    let mut blocks = Components::new(2 * n);
+    // A colouring with only "same colour" constraints is a plain union–find.
+    let mut blocks = Colouring::new(2 * n);
     for r in 0..n {
         for c in 0..n {
             if outer.get(r, c).norm() > tol * max {
-                blocks.union(r, n + c);
+                blocks.join(r, n + c, false);
             }
         }
     }
     let mut members: std::collections::BTreeMap<usize, (Vec<usize>, Vec<usize>)> = Default::default();
     for i in 0..2 * n {
-        let entry = members.entry(blocks.find(i)).or_default();
+        let entry = members.entry(blocks.find(i).0).or_default();
         if i < n {
             entry.0.push(i);
         } else {
@@ -174,18 +175,18 @@ fn split(groups: Vec<Group>, cols: Vec<usize>, tol: f64) -> Option<Vec<usize>> {
     let h = m / 2;
     // A level's last stage mixes rows p and p + h: the groups joined under that (and under
     // their own mixing) are the level's blocks, each spanning half its rows on either half.
-    let mut joined = Components::new(m);
+    let mut joined = Colouring::new(m);
     for g in &groups {
         for &i in &g.index[1..] {
-            joined.union(g.index[0], i);
+            joined.join(g.index[0], i, false);
         }
     }
     for p in 0..h {
-        joined.union(p, p + h);
+        joined.join(p, p + h, false);
     }
     let mut by_root: std::collections::BTreeMap<usize, Vec<usize>> = Default::default();
     for (gi, g) in groups.iter().enumerate() {
-        by_root.entry(joined.find(g.index[0])).or_default().push(gi);
+        by_root.entry(joined.find(g.index[0]).0).or_default().push(gi);
     }
     let blocks: Vec<Block> = by_root
         .into_values()
@@ -202,17 +203,18 @@ fn split(groups: Vec<Group>, cols: Vec<usize>, tol: f64) -> Option<Vec<usize>> {
     if blocks.iter().any(|b| b.rows.len() % 2 != 0 || b.rows.len() > 4) {
         return None;
     }
+    let columns: Vec<_> = blocks.iter().map(|b| b.columns(tol)).collect();
     let mut colours = Colouring::new(m);
     // Once the colouring spans every column the halves are known (up to exchanging them); the
     // remaining blocks are only checked.
-    for b in &blocks {
+    for (b, cols) in blocks.iter().zip(&columns) {
         if colours.components == 1 {
             break;
         }
-        b.constrain(&mut colours, tol)?;
+        b.constrain(cols, &mut colours, tol)?;
     }
     let left = colours.balanced(h)?;
-    if !blocks.iter().all(|b| b.fits(&left, tol)) {
+    if !blocks.iter().zip(&columns).all(|(b, cols)| b.fits(cols, &left, tol)) {
         return None;
     }
     // The half holding the smallest original column comes first.
@@ -252,9 +254,9 @@ impl Block {
             .collect()
     }
 
-    /// Adds what this block says about which columns go together; `None` on a contradiction.
-    fn constrain(&self, colours: &mut Colouring, tol: f64) -> Option<()> {
-        let cols = self.columns(tol);
+    /// Adds what this block's columns (`cols`, [`Block::columns`]) say about which columns go
+    /// together; `None` on a contradiction.
+    fn constrain(&self, cols: &[Option<Vec<Complex64>>], colours: &mut Colouring, tol: f64) -> Option<()> {
         let nonzero: Vec<usize> = (0..cols.len()).filter(|&j| cols[j].is_some()).collect();
         let v = |j: usize| cols[j].as_deref().unwrap_or(&[]);
         let Some(&d0) = nonzero.first() else { return Some(()) };
@@ -300,9 +302,8 @@ impl Block {
         Some(())
     }
 
-    /// Whether the columns of each half span at most `dim` dimensions.
-    fn fits(&self, left: &[bool], tol: f64) -> bool {
-        let cols = self.columns(tol);
+    /// Whether the columns (`cols`) of each half span at most `dim` dimensions.
+    fn fits(&self, cols: &[Option<Vec<Complex64>>], left: &[bool], tol: f64) -> bool {
         [true, false].into_iter().all(|side| {
             rank_at_most((0..cols.len()).filter(|&j| left[j] == side).filter_map(|j| cols[j].as_ref()), self.dim(), tol)
         })
@@ -404,38 +405,6 @@ fn unit(v: Vec<Complex64>) -> Vec<Complex64> {
         v.into_iter().map(|z| z / s).collect()
     } else {
         v
-    }
-}
-
-/// Plain union–find (connected components).
-struct Components {
-    parent: Vec<usize>,
-}
-
-impl Components {
-    fn new(n: usize) -> Self {
-        Components { parent: (0..n).collect() }
-    }
-
-    fn find(&mut self, i: usize) -> usize {
-        let mut r = i;
-        while self.parent[r] != r {
-            r = self.parent[r];
-        }
-        let mut v = i;
-        while self.parent[v] != r {
-            let next = self.parent[v];
-            self.parent[v] = r;
-            v = next;
-        }
-        r
-    }
-
-    fn union(&mut self, a: usize, b: usize) {
-        let (ra, rb) = (self.find(a), self.find(b));
-        if ra != rb {
-            self.parent[rb] = ra;
-        }
     }
 }
 
