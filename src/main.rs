@@ -5,7 +5,7 @@ mod cli;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use cli::anchor::Anchor;
-use cli::bench::{ButterflyBench, ConvBench, SpectralBench};
+use cli::bench::{BenchPermutation, ButterflyBench, ConvBench, SpectralBench};
 use cli::progress::ProgressLine;
 use learned_fft::backend::{dispatch, select, BackendKind, BackendTask, FftBackend, Precision, Selected};
 use learned_fft::metrics::{self, exact_row};
@@ -347,6 +347,10 @@ enum BenchCommand {
         /// Timed calls (the median is reported).
         #[arg(long, default_value_t = 20, value_parser = positive())]
         iters: usize,
+        /// The input permutation: the FFT's bit reversal, none, or a random gather (what a
+        /// learned permutation ends as).
+        #[arg(long, value_enum, default_value_t = BenchPermutation::BitReversal)]
+        permutation: BenchPermutation,
         /// The same run's cuFFT and PyTorch anchor (`cufft_anchor.py` output, JSON lines): adds
         /// the ratios to it for the same n and batch.
         #[arg(long)]
@@ -521,9 +525,9 @@ fn run(cli: Cli) -> learned_fft::Result<serde_json::Value> {
             let ratios = anchor.map(|a| a.spectral_ratios(&r)).transpose()?;
             with_anchor(serde_json::to_value(r).expect("bench results serialise"), ratios)
         }
-        Command::Bench(BenchCommand::Butterfly { n, batch, warmup, iters, anchor }) => {
+        Command::Bench(BenchCommand::Butterfly { n, batch, warmup, iters, permutation, anchor }) => {
             let anchor = anchor.map(|path| Anchor::butterfly(&path, n, batch)).transpose()?;
-            let result = dispatch(kind, precision, ButterflyBench { n, batch, warmup, iters })?;
+            let result = dispatch(kind, precision, ButterflyBench { n, batch, warmup, iters, permutation })?;
             eprintln!(
                 "butterfly n={} batch={} on {} ({}): forward {:.3} ms ({:.1} GB/s), fwd+bwd {:.3} ms",
                 result.n,

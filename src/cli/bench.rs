@@ -12,10 +12,13 @@ use serde::Serialize;
 use learned_fft::backend::{BackendTask, FftBackend, Selected};
 use learned_fft::error::{check_power_of_two, Error, Result};
 use learned_fft::memory;
-use learned_fft::{Butterfly, ButterflyConfig, ButterflyInit};
+use learned_fft::{Butterfly, ButterflyConfig, ButterflyInit, Permutation};
 use learned_fft::{ButterflyOps, KernelChoice};
 use learned_fft::{Distance, SpectralLoss, SpectralLossConfig};
 use learned_fft::{FftConv1d, FftConv1dConfig};
+use rand::seq::SliceRandom;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
 
 /// Median of `iters` timings of `f` (in milliseconds), after `warmup` untimed calls; the device
 /// is synchronised before and after each call.
@@ -56,6 +59,35 @@ pub struct ButterflyBench {
     pub warmup: usize,
     /// Timed calls (the median is reported).
     pub iters: usize,
+    /// The input permutation.
+    pub permutation: BenchPermutation,
+}
+
+/// The input permutation of [`ButterflyBench`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum BenchPermutation {
+    /// The FFT's bit reversal.
+    BitReversal,
+    /// No permutation.
+    Identity,
+    /// A random gather (seeded), as a learned permutation ends.
+    Random,
+}
+
+impl BenchPermutation {
+    /// The permutation for size `n`.
+    fn build(self, n: usize) -> Result<Permutation> {
+        Ok(match self {
+            BenchPermutation::BitReversal => Permutation::BitReversal,
+            BenchPermutation::Identity => Permutation::Identity,
+            BenchPermutation::Random => {
+                let mut indices: Vec<usize> = (0..n).collect();
+                indices.shuffle(&mut ChaCha8Rng::seed_from_u64(n as u64));
+                Permutation::gather(indices)?
+            }
+        })
+    }
 }
 
 /// Result of [`ButterflyBench`].
@@ -65,6 +97,8 @@ pub struct ButterflyBenchResult {
     pub n: usize,
     /// Batch rows.
     pub batch: usize,
+    /// The input permutation.
+    pub permutation: BenchPermutation,
     /// Backend, precision and device.
     pub backend: Selected,
     /// Whether the fused kernels ran (false: the tensor-op reference).
@@ -94,8 +128,10 @@ impl BackendTask for ButterflyBench {
         let (log_n, float) = (n.trailing_zeros() as usize, std::mem::size_of::<B::FloatElem>());
         let needed = memory::product(&[batch, n, 8 + 2 * log_n, float]);
         memory::ensure("bench butterfly", || format!("{batch} rows of N = {n}"), needed)?;
-        let layer: Butterfly<B> =
-            ButterflyConfig::new(n).with_init(ButterflyInit::RandomUnitary { seed: 0 }).init(&device)?;
+        let layer: Butterfly<B> = ButterflyConfig::new(n)
+            .with_init(ButterflyInit::RandomUnitary { seed: 0 })
+            .with_permutation(self.permutation.build(n)?)
+            .init(&device)?;
         let inner = layer.valid();
         let random = || Tensor::<B::InnerBackend, 2>::random([batch, n], Distribution::Normal(0.0, 1.0), &device);
         let (xr, xi) = (random(), random());
@@ -114,6 +150,7 @@ impl BackendTask for ButterflyBench {
         Ok(ButterflyBenchResult {
             n,
             batch,
+            permutation: self.permutation,
             backend: selected.clone(),
             fused: <B as ButterflyOps>::butterfly_is_fused(n, &device),
             forward_ms,

@@ -11,7 +11,7 @@ use burn::tensor::ops::FloatTensor;
 use burn::tensor::{Tensor, TensorPrimitive};
 use burn_cubecl::{element::BoolElement, CubeBackend, CubeRuntime, FloatElement, IntElement};
 
-use super::reference::permute_input;
+use super::kernel::InputOrder;
 use super::{butterfly_forward_reference, kernel, ButterflyOps, Permutation};
 use crate::ops::autodiff::record_fused;
 use crate::ops::cubecl::split_packed;
@@ -21,21 +21,21 @@ use crate::ops::cubecl::split_packed;
 #[derive(Debug)]
 struct FusedButterflyBackward;
 
-/// What the backward needs: the forward's inputs (the stage inputs are recomputed on-chip).
-/// (The bool: whether the input is read in bit-reversed order.)
-type State<B> = (FloatTensor<B>, FloatTensor<B>, FloatTensor<B>, FloatTensor<B>, bool);
+/// What the backward needs: the forward's inputs (the stage inputs are recomputed on-chip) and
+/// the input permutation as the kernels take it.
+type State<R, B> = (FloatTensor<B>, FloatTensor<B>, FloatTensor<B>, FloatTensor<B>, InputOrder<R>);
 
 impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> Backward<CubeBackend<R, F, I, BT>, 4>
     for FusedButterflyBackward
 {
-    type State = State<CubeBackend<R, F, I, BT>>;
+    type State = State<R, CubeBackend<R, F, I, BT>>;
 
     fn backward(self, ops: Ops<Self::State, 4>, grads: &mut Gradients, _checkpointer: &mut Checkpointer) {
         type B<R, F, I, BT> = CubeBackend<R, F, I, BT>;
         let grad_out = grads.consume::<B<R, F, I, BT>>(&ops.node);
-        let (x_re, x_im, tw_re, tw_im, bit_reverse) = ops.state;
+        let (x_re, x_im, tw_re, tw_im, order) = ops.state;
         let tw_dims: [usize; 4] = tw_re.meta.shape().dims();
-        let (grad_x, grad_tw) = kernel::backward::<R, F>(grad_out, x_re, x_im, tw_re, tw_im, bit_reverse);
+        let (grad_x, grad_tw) = kernel::backward::<R, F>(grad_out, x_re, x_im, tw_re, tw_im, &order);
 
         let grad_x = Tensor::<B<R, F, I, BT>, 3>::from_primitive(TensorPrimitive::Float(grad_x));
         let [_, batch, n] = grad_x.dims();
@@ -69,12 +69,6 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement, C: Checkpo
         if !Self::butterfly_is_fused(n, &x_re.device()) {
             return butterfly_forward_reference(x_re, x_im, tw_re, tw_im, perm);
         }
-        if let Permutation::Gather(_) = perm {
-            // The gather's gradient is Burn's (a scatter-add); the fused op then runs unpermuted.
-            let (x_re, x_im) = permute_input(x_re, x_im, perm);
-            return Self::butterfly(x_re, x_im, tw_re, tw_im, &Permutation::Identity);
-        }
-        let bit_reverse = *perm == Permutation::BitReversal;
         let inputs = [
             x_re.into_primitive().tensor(),
             x_im.into_primitive().tensor(),
@@ -83,8 +77,10 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement, C: Checkpo
         ];
         let packed =
             record_fused::<CubeBackend<R, F, I, BT>, C, _, 4>(FusedButterflyBackward, inputs, |[xr, xi, twr, twi]| {
-                let out = kernel::forward::<R, F>(xr.clone(), xi.clone(), twr.clone(), twi.clone(), bit_reverse);
-                (out, (xr, xi, twr, twi, bit_reverse))
+                // The gather's table goes up once and serves the backward's scatter too.
+                let order = InputOrder::new(perm, n, &xr);
+                let out = kernel::forward::<R, F>(xr.clone(), xi.clone(), twr.clone(), twi.clone(), &order);
+                (out, (xr, xi, twr, twi, order))
             });
         split_packed(Tensor::<Self, 3>::from_primitive(TensorPrimitive::Float(packed)), batch, n)
     }

@@ -3,7 +3,7 @@
 use burn::tensor::{Tensor, TensorPrimitive};
 use burn_cubecl::{element::BoolElement, CubeBackend, CubeRuntime, FloatElement, IntElement};
 
-use super::reference::permute_input;
+use super::kernel::InputOrder;
 use super::{butterfly_forward_reference, butterfly_tangent_reference, kernel, ButterflyOps, Permutation, Tangent};
 use crate::ops::cubecl::split_packed;
 
@@ -19,16 +19,14 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> ButterflyO
         if !Self::butterfly_is_fused(n, &x_re.device()) {
             return butterfly_forward_reference(x_re, x_im, tw_re, tw_im, perm);
         }
-        if let Permutation::Gather(_) = perm {
-            let (x_re, x_im) = permute_input(x_re, x_im, perm);
-            return Self::butterfly(x_re, x_im, tw_re, tw_im, &Permutation::Identity);
-        }
+        let x_re = x_re.into_primitive().tensor();
+        let order = InputOrder::new(perm, n, &x_re);
         let packed = kernel::forward::<R, F>(
-            x_re.into_primitive().tensor(),
+            x_re,
             x_im.into_primitive().tensor(),
             tw_re.into_primitive().tensor(),
             tw_im.into_primitive().tensor(),
-            *perm == Permutation::BitReversal,
+            &order,
         );
         split_packed(Tensor::<Self, 3>::from_primitive(TensorPrimitive::Float(packed)), batch, n)
     }
@@ -44,19 +42,16 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> ButterflyO
         if !Self::butterfly_tangent_is_fused(n, &x.0.device()) {
             return butterfly_tangent_reference(x, dx, tw, dtw, perm);
         }
-        if let Permutation::Gather(_) = perm {
-            let x = permute_input(x.0, x.1, perm);
-            let dx = permute_input(dx.0, dx.1, perm);
-            return Self::butterfly_tangent(x, dx, tw, dtw, &Permutation::Identity);
-        }
         let prim = |t: Tensor<Self, 2>| t.into_primitive().tensor();
         let prim4 = |t: &Tensor<Self, 4>| t.clone().into_primitive().tensor();
+        let x_re = prim(x.0);
+        let order = InputOrder::new(perm, n, &x_re);
         let (y, dy) = kernel::tangent::<R, F>(
-            (prim(x.0), prim(x.1)),
+            (x_re, prim(x.1)),
             (prim(dx.0), prim(dx.1)),
             (prim4(tw.0), prim4(tw.1)),
             (prim4(dtw.0), prim4(dtw.1)),
-            *perm == Permutation::BitReversal,
+            &order,
         );
         let unpack = |t| split_packed(Tensor::<Self, 3>::from_primitive(TensorPrimitive::Float(t)), batch, n);
         (unpack(y), unpack(dy))

@@ -34,9 +34,9 @@ pub trait ButterflyOps: Backend {
     /// - returns `(re, im)`, each `[batch, n]`
     ///
     /// The default is the tensor-op reference ([`butterfly_forward_reference`]); CubeCL
-    /// backends override it with the fused kernels, which apply the identity and the bit
-    /// reversal as they load; a [`Permutation::Gather`] is a gather (Burn's `select`, whose
-    /// gradient is Burn's) before the fused kernel.
+    /// backends override it with the fused kernels, which apply every permutation as they
+    /// load the input (the bit reversal computed, a [`Permutation::Gather`] read from a table of
+    /// its indices) and scatter the input gradient back through it as they store.
     fn butterfly(
         x_re: Tensor<Self, 2>,
         x_im: Tensor<Self, 2>,

@@ -12,7 +12,9 @@ use crate::ops::cubecl::empty;
 use cubecl::{prelude::*, CubeCount, CubeDim};
 
 use super::forward::{launch_pass, line_element, permuted, planar_split, slot_of, twiddle_of};
-use super::{device_backward_passes, Pass, PassConfig, Split, SplitInput, TwiddleTables, MAX_PARTIAL_BYTES};
+use super::{
+    device_backward_passes, InputOrder, Pass, PassConfig, Split, SplitInput, TwiddleTables, MAX_PARTIAL_BYTES,
+};
 use crate::ops::cubecl::grid;
 
 /// Cubes of the backward launch, at most: each loops over its share of the lines.
@@ -42,6 +44,7 @@ fn partial_slot(cube: usize, l: usize, #[comptime] lines_per_row: usize, #[compt
 pub(crate) fn butterfly_backward_kernel<F: Float>(
     grad_out: &Tensor<F>,
     x: &SplitInput<F>,
+    order: &Tensor<u32>,
     twiddles: &TwiddleTables<F>,
     grad_x: &mut Tensor<F>,
     partials: &mut Tensor<F>,
@@ -108,7 +111,7 @@ pub(crate) fn butterfly_backward_kernel<F: Float>(
         for q in 0..comptime![2 * per_thread] {
             let (l, j) = slot_of(t + q * threads, cfg);
             let (row, i) = line_element(first_line + l, j, cfg);
-            let src = row * n + permuted(i, cfg);
+            let src = row * n + permuted(i, order, cfg);
             let mut vr = F::new(0.0);
             let mut vi = F::new(0.0);
             if row < batch {
@@ -204,7 +207,7 @@ pub(crate) fn butterfly_backward_kernel<F: Float>(
             let (l, j) = slot_of(t + q * threads, cfg);
             let (row, i) = line_element(first_line + l, j, cfg);
             if row < batch {
-                let dst = row * n + permuted(i, cfg);
+                let dst = row * n + permuted(i, order, cfg);
                 grad_x[dst] = s_re[l * local + j];
                 grad_x[plane + dst] = s_im[l * local + j];
             }
@@ -286,7 +289,7 @@ fn backward_pass<R: CubeRuntime, F: FloatElement>(
     tw: &Split<R>,
     grad_tw: &CubeTensor<R>,
     batch: usize,
-    bit_reverse: bool,
+    order: &InputOrder<R>,
 ) -> CubeTensor<R> {
     let client = x.re.client.clone();
     let n = 1usize << pass.log_n;
@@ -312,12 +315,13 @@ fn backward_pass<R: CubeRuntime, F: FloatElement>(
             CubeDim::new_1d(pass.plan.threads as u32),
             grad_out.into_tensor_arg(),
             x.arg::<F>(),
+            order.table.clone().into_tensor_arg(),
             tw.twiddles::<F>(),
             grad_x.clone().into_tensor_arg(),
             partials.clone().into_tensor_arg(),
             batch as u32,
             cubes as u32,
-            pass.config(pass.plan, bit_reverse, false),
+            pass.config(pass.plan, order.order, false),
         );
     }
     let len = 2 * pass.entries();
@@ -347,7 +351,7 @@ pub fn backward<R: CubeRuntime, F: FloatElement>(
     x_im: CubeTensor<R>,
     tw_re: CubeTensor<R>,
     tw_im: CubeTensor<R>,
-    bit_reverse: bool,
+    order: &InputOrder<R>,
 ) -> (CubeTensor<R>, CubeTensor<R>) {
     let dims = x_re.meta.shape().clone();
     let (batch, n) = (dims[0], dims[1]);
@@ -358,12 +362,12 @@ pub fn backward<R: CubeRuntime, F: FloatElement>(
     let log_n = n.trailing_zeros() as usize;
     let grad_tw = empty::<R, F>(&x.re, vec![2, log_n * (n / 2) * 4]);
     let grad_x = match passes.as_slice() {
-        [one] => backward_pass::<R, F>(one, grad_out, &x, &tw, &grad_tw, batch, bit_reverse),
+        [one] => backward_pass::<R, F>(one, grad_out, &x, &tw, &grad_tw, batch, order),
         [first, second] => {
             let planar = planar_split::<R, F>(&tw, n / 2);
-            let mid = Split::packed(launch_pass::<R, F>(first, &x, &planar, batch, bit_reverse));
-            let grad_mid = backward_pass::<R, F>(second, grad_out, &mid, &tw, &grad_tw, batch, false);
-            backward_pass::<R, F>(first, grad_mid, &x, &tw, &grad_tw, batch, bit_reverse)
+            let mid = Split::packed(launch_pass::<R, F>(first, &x, &planar, batch, order));
+            let grad_mid = backward_pass::<R, F>(second, grad_out, &mid, &tw, &grad_tw, batch, &order.natural());
+            backward_pass::<R, F>(first, grad_mid, &x, &tw, &grad_tw, batch, order)
         }
         _ => unreachable!("butterfly backward: one or two passes"),
     };

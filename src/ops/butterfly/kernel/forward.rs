@@ -4,14 +4,16 @@ use burn_cubecl::{tensor::CubeTensor, CubeRuntime, FloatElement};
 use cubecl::{prelude::*, CubeDim};
 
 use super::radix::{self, RadixConfig};
-use super::{device_passes, reverse_bits, Pass, PassConfig, Split, SplitInput, TwiddleTables};
+use super::{device_passes, reverse_bits, InputOrder, Order, Pass, PassConfig, Split, SplitInput, TwiddleTables};
 use crate::ops::cubecl::empty;
 use crate::ops::cubecl::grid;
 
-/// Source index of position `i` after the input permutation.
+/// Source index of position `i` after the input permutation (`table`: see [`InputOrder`]).
 #[cube]
-pub(crate) fn permuted(i: usize, #[comptime] cfg: PassConfig) -> usize {
-    if comptime![cfg.bit_reverse] {
+pub(crate) fn permuted(i: usize, table: &Tensor<u32>, #[comptime] cfg: PassConfig) -> usize {
+    if comptime![cfg.order == Order::Table] {
+        table[i] as usize
+    } else if comptime![cfg.order == Order::BitReversed] {
         reverse_bits(i, comptime![cfg.log_n])
     } else {
         i
@@ -152,6 +154,7 @@ fn apply_block<F: Float>(
 #[cube(launch_unchecked)]
 pub(crate) fn butterfly_forward_kernel<F: Float>(
     x: &SplitInput<F>,
+    order: &Tensor<u32>,
     twiddles: &TwiddleTables<F>,
     output: &mut Tensor<F>,
     batch: u32,
@@ -190,7 +193,7 @@ pub(crate) fn butterfly_forward_kernel<F: Float>(
     for q in 0..comptime![2 * per_thread] {
         let (l, j) = slot_of(t + q * threads, cfg);
         let (row, i) = line_element(first_line + l * line_step, j, cfg);
-        let src = row * n + permuted(i, cfg);
+        let src = row * n + permuted(i, order, cfg);
         let mut vr = F::new(0.0);
         let mut vi = F::new(0.0);
         if row < batch {
@@ -262,7 +265,7 @@ pub(crate) fn launch_pass<R: CubeRuntime, F: FloatElement>(
     x: &Split<R>,
     tw: &Split<R>,
     batch: usize,
-    bit_reverse: bool,
+    order: &InputOrder<R>,
 ) -> CubeTensor<R> {
     let n = 1usize << pass.log_n;
     let output = empty::<R, F>(&x.re, vec![2, batch, n]);
@@ -280,38 +283,39 @@ pub(crate) fn launch_pass<R: CubeRuntime, F: FloatElement>(
             grid(cubes),
             CubeDim::new_1d(plan.threads as u32),
             x.arg::<F>(),
+            order.table.clone().into_tensor_arg(),
             tw.twiddles::<F>(),
             output.clone().into_tensor_arg(),
             batch as u32,
-            pass.config(plan, bit_reverse, grouped),
+            pass.config(plan, order.order, grouped),
         );
     }
     output
 }
 
 /// Launches the fused forward: `[batch, n]` re and im, twiddles `[log2 n, n/2, 2, 2]` → packed
-/// `[2, batch, n]`, in one or two passes, the input read in bit-reversed order if `bit_reverse`. The caller checks
-/// [`fused_supported`](super::fused_supported) first.
+/// `[2, batch, n]`, in one or two passes, the input read in `order` as the first pass loads it.
+/// The caller checks [`fused_supported`](super::fused_supported) first.
 pub fn forward<R: CubeRuntime, F: FloatElement>(
     x_re: CubeTensor<R>,
     x_im: CubeTensor<R>,
     tw_re: CubeTensor<R>,
     tw_im: CubeTensor<R>,
-    bit_reverse: bool,
+    order: &InputOrder<R>,
 ) -> CubeTensor<R> {
     let dims = x_re.meta.shape().clone();
     let (batch, n) = (dims[0], dims[1]);
     let (x, tw) = (Split::new(x_re, x_im), Split::new(tw_re, tw_im));
     let passes = device_passes::<R, F>(n, &x.re.device).expect("butterfly forward: the caller checks fused_supported");
     if passes.len() == 1 {
-        if let Some(cfg) = radix_config::<R, F>(n, &x.re.device, bit_reverse) {
-            return radix::forward::<R, F>(&x, &tw, batch, cfg);
+        if let Some(cfg) = radix_config::<R, F>(n, &x.re.device, order.order) {
+            return radix::forward::<R, F>(&x, &tw, batch, order, cfg);
         }
     }
     let tw = planar_split::<R, F>(&tw, n / 2);
-    let mut y = launch_pass::<R, F>(&passes[0], &x, &tw, batch, bit_reverse);
+    let mut y = launch_pass::<R, F>(&passes[0], &x, &tw, batch, order);
     for pass in &passes[1..] {
-        y = launch_pass::<R, F>(pass, &Split::packed(y), &tw, batch, false);
+        y = launch_pass::<R, F>(pass, &Split::packed(y), &tw, batch, &order.natural());
     }
     y
 }
@@ -324,11 +328,7 @@ fn log_elems_override() -> Option<usize> {
 }
 
 /// The register-resident forward's configuration for `n` on `device`, where it runs.
-fn radix_config<R: CubeRuntime, F: FloatElement>(
-    n: usize,
-    device: &R::Device,
-    bit_reverse: bool,
-) -> Option<RadixConfig> {
+fn radix_config<R: CubeRuntime, F: FloatElement>(n: usize, device: &R::Device, order: Order) -> Option<RadixConfig> {
     let client = R::client(device);
     let props = client.properties().hardware.clone();
     let (units, shared) = (props.max_units_per_cube as usize, props.max_shared_memory_size);
@@ -337,5 +337,5 @@ fn radix_config<R: CubeRuntime, F: FloatElement>(
         Some(log_elems) => log_elems,
         None => radix::default_log_elems(R::name(&client), n)?,
     };
-    RadixConfig::with_elems(n, std::mem::size_of::<F>(), units, shared, bit_reverse, log_elems)
+    RadixConfig::with_elems(n, std::mem::size_of::<F>(), units, shared, order, log_elems)
 }

@@ -34,8 +34,11 @@ pub use backward::backward;
 pub use forward::forward;
 pub use tangent::{tangent, tangent_supported};
 
+use burn::tensor::{DType, Shape};
 use burn_cubecl::{kernel::into_contiguous, tensor::CubeTensor, CubeRuntime, FloatElement};
 use cubecl::prelude::*;
+
+use super::Permutation;
 
 /// `i` with its lowest `bits` bits reversed.
 #[cube]
@@ -46,6 +49,64 @@ pub(crate) fn reverse_bits(i: usize, #[comptime] bits: usize) -> usize {
         r = (r << 1) | ((i >> b) & 1);
     }
     r
+}
+
+/// How a first pass orders its input: the compiled part of the input permutation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Order {
+    /// `x[i]`.
+    Natural,
+    /// `x[bitrev(i)]`, the index computed.
+    BitReversed,
+    /// `x[g[i]]`: any other permutation, its indices read from a table on the device.
+    Table,
+}
+
+/// The input permutation as the kernels take it: its [`Order`], and for [`Order::Table`] a
+/// `[2n]` u32 table holding the gather indices `g` (`y[i] = x[g[i]]`, for kernels that gather
+/// as they read) and then their inverse (`x[j]` lands at `y[inv[j]]`, for kernels that read
+/// coalesced and scatter into shared memory). For the named orders the table is one unread word.
+#[derive(Clone, Debug)]
+pub struct InputOrder<R: CubeRuntime> {
+    pub(crate) order: Order,
+    pub(crate) table: CubeTensor<R>,
+}
+
+impl<R: CubeRuntime> InputOrder<R> {
+    /// `perm` acting on rows of `n`, on `like`'s device (one small upload for a gather).
+    pub(crate) fn new(perm: &Permutation, n: usize, like: &CubeTensor<R>) -> Self {
+        let (order, bytes) = match perm {
+            Permutation::Identity => (Order::Natural, None),
+            Permutation::BitReversal => (Order::BitReversed, None),
+            Permutation::Gather(gather) => {
+                debug_assert_eq!(gather.len(), n, "the caller checks the permutation's size");
+                let mut words = vec![0u32; 2 * n];
+                for (i, &j) in gather.iter().enumerate() {
+                    words[i] = j as u32;
+                    words[n + j] = i as u32;
+                }
+                (Order::Table, Some(words.iter().flat_map(|w| w.to_le_bytes()).collect::<Vec<u8>>()))
+            }
+        };
+        let len = bytes.as_ref().map_or(1, |b| b.len() / 4);
+        let handle = match bytes {
+            Some(bytes) => like.client.create_from_slice(&bytes),
+            None => like.client.empty(4),
+        };
+        let table = CubeTensor::new_contiguous(
+            like.client.clone(),
+            like.device.clone(),
+            Shape::from(vec![len]),
+            handle,
+            DType::U32,
+        );
+        InputOrder { order, table }
+    }
+
+    /// The order of a later pass, which reads its input as it lies (the same table, unread).
+    pub(crate) fn natural(&self) -> Self {
+        InputOrder { order: Order::Natural, table: self.table.clone() }
+    }
 }
 
 /// Largest line one pass holds in shared memory: 2 · 4096 · 4 bytes = 32 KiB in f32, which
@@ -193,8 +254,8 @@ pub(crate) struct PassConfig {
     pub rows: usize,
     /// Threads per cube.
     pub threads: usize,
-    /// Whether the input is read in bit-reversed order.
-    pub bit_reverse: bool,
+    /// How the input is ordered (a later pass: natural).
+    pub order: Order,
     /// (Forward) whether a cube's lines are the same chunk of consecutive rows.
     pub grouped: bool,
 }
@@ -213,14 +274,14 @@ impl PassConfig {
 
 impl Pass {
     /// The comptime configuration of a launch with `plan`.
-    fn config(&self, plan: Plan, bit_reverse: bool, grouped: bool) -> PassConfig {
+    fn config(&self, plan: Plan, order: Order, grouped: bool) -> PassConfig {
         PassConfig {
             log_n: self.log_n,
             stage0: self.stage0,
             log_local: self.log_local,
             rows: plan.rows,
             threads: plan.threads,
-            bit_reverse,
+            order,
             grouped,
         }
     }

@@ -24,7 +24,7 @@
 use burn_cubecl::{tensor::CubeTensor, CubeRuntime, FloatElement};
 use cubecl::{prelude::*, CubeDim};
 
-use super::{reverse_bits, Split, SplitInput, TwiddleTables};
+use super::{reverse_bits, InputOrder, Order, Split, SplitInput, TwiddleTables};
 use crate::ops::cubecl::{empty, grid};
 
 /// Largest group of stages a thread holds (2^5 = 32 complex elements: 64 registers).
@@ -63,8 +63,8 @@ pub(crate) struct RadixConfig {
     pub log_rows: usize,
     /// log2 of the elements a thread holds per group.
     pub log_elems: usize,
-    /// Whether the input is read in bit-reversed order.
-    pub bit_reverse: bool,
+    /// How the input is ordered.
+    pub order: Order,
 }
 
 impl RadixConfig {
@@ -76,7 +76,7 @@ impl RadixConfig {
         elem: usize,
         max_units: usize,
         max_shared: usize,
-        bit_reverse: bool,
+        order: Order,
         log_elems: usize,
     ) -> Option<Self> {
         if !n.is_power_of_two() || n < 2 || !(1..=MAX_LOG_ELEMS).contains(&log_elems) {
@@ -91,7 +91,7 @@ impl RadixConfig {
         if log_cube < log_n.max(MIN_LOG_CUBE) || log_cube < log_elems {
             return None;
         }
-        let cfg = RadixConfig { log_n, log_rows: log_cube - log_n, log_elems, bit_reverse };
+        let cfg = RadixConfig { log_n, log_rows: log_cube - log_n, log_elems, order };
         (cfg.threads() <= max_units && cfg.threads() >= 1).then_some(cfg)
     }
 
@@ -247,6 +247,7 @@ fn outside_address(i0: usize, #[comptime] cfg: RadixConfig, #[comptime] gi: usiz
 #[cube(launch_unchecked)]
 pub(crate) fn butterfly_radix_kernel<F: Float>(
     x: &SplitInput<F>,
+    order: &Tensor<u32>,
     twiddles: &TwiddleTables<F>,
     output: &mut Tensor<F>,
     batch: u32,
@@ -269,7 +270,8 @@ pub(crate) fn butterfly_radix_kernel<F: Float>(
     }
     let t = UNIT_POS_X as usize;
 
-    // Coalesced load: element j of a row goes to slot rev(j) (or j).
+    // Coalesced load: element j of a row goes to slot rev(j), inv(j) (the table's second half)
+    // or j.
     #[unroll]
     for q in 0..elems {
         let index = t + q * threads;
@@ -282,7 +284,9 @@ pub(crate) fn butterfly_radix_kernel<F: Float>(
             im = x.im[im_offset + row * n + j];
         }
         let mut i = j;
-        if comptime![cfg.bit_reverse] {
+        if comptime![cfg.order == Order::Table] {
+            i = order[n + j] as usize;
+        } else if comptime![cfg.order == Order::BitReversed] {
             i = reverse_bits(j, log_n);
         }
         let slot = swizzled((index >> log_n << log_n) | i, cfg);
@@ -424,6 +428,7 @@ pub(crate) fn forward<R: CubeRuntime, F: FloatElement>(
     x: &Split<R>,
     tw: &Split<R>,
     batch: usize,
+    order: &InputOrder<R>,
     cfg: RadixConfig,
 ) -> CubeTensor<R> {
     let n = 1usize << cfg.log_n;
@@ -438,6 +443,7 @@ pub(crate) fn forward<R: CubeRuntime, F: FloatElement>(
             grid(cubes),
             CubeDim::new_1d(cfg.threads() as u32),
             x.arg::<F>(),
+            order.table.clone().into_tensor_arg(),
             tables.twiddles::<F>(),
             output.clone().into_tensor_arg(),
             batch as u32,
@@ -453,7 +459,8 @@ mod tests {
 
     fn configs() -> impl Iterator<Item = RadixConfig> {
         (1..=12).flat_map(|log_n| {
-            (1..=MAX_LOG_ELEMS).filter_map(move |e| RadixConfig::with_elems(1 << log_n, 4, 1024, 48 << 10, true, e))
+            (1..=MAX_LOG_ELEMS)
+                .filter_map(move |e| RadixConfig::with_elems(1 << log_n, 4, 1024, 48 << 10, Order::BitReversed, e))
         })
     }
 

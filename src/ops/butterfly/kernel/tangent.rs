@@ -10,7 +10,7 @@ use burn_cubecl::{tensor::CubeTensor, CubeRuntime, FloatElement};
 use cubecl::{prelude::*, CubeDim};
 
 use super::forward::{line_element, load_block, permuted, planar_split, slot_of, twiddle_of, Twiddles};
-use super::{passes, Pass, PassConfig, Split, SplitInput, TwiddleTables};
+use super::{passes, InputOrder, Pass, PassConfig, Split, SplitInput, TwiddleTables};
 use crate::ops::cubecl::{empty, grid};
 
 /// `T · (a, b)` for one complex 2×2 block: `(c0r, c0i, c1r, c1i)`.
@@ -29,6 +29,7 @@ fn block_times<F: Float>(tw: &Twiddles<F>, ar: F, ai: F, br: F, bi: F) -> (F, F,
 #[cube]
 fn load_lines<F: Float>(
     x: &SplitInput<F>,
+    order: &Tensor<u32>,
     re: &mut SharedMemory<F>,
     im: &mut SharedMemory<F>,
     first_line: usize,
@@ -40,7 +41,7 @@ fn load_lines<F: Float>(
     for q in 0..comptime![cfg.rows * local / cfg.threads] {
         let (l, j) = slot_of(UNIT_POS_X as usize + q * comptime![cfg.threads], cfg);
         let (row, i) = line_element(first_line + l, j, cfg);
-        let src = row * comptime![1usize << cfg.log_n] + permuted(i, cfg);
+        let src = row * comptime![1usize << cfg.log_n] + permuted(i, order, cfg);
         let mut vr = F::new(0.0);
         let mut vi = F::new(0.0);
         if row < batch {
@@ -82,6 +83,7 @@ fn store_lines<F: Float>(
 pub(crate) fn butterfly_tangent_kernel<F: Float>(
     x: &SplitInput<F>,
     dx: &SplitInput<F>,
+    order: &Tensor<u32>,
     twiddles: &TwiddleTables<F>,
     directions: &TwiddleTables<F>,
     y: &mut Tensor<F>,
@@ -100,8 +102,8 @@ pub(crate) fn butterfly_tangent_kernel<F: Float>(
     if first_line / comptime![cfg.lines_per_row()] >= batch {
         terminate!();
     }
-    load_lines(x, &mut s_re, &mut s_im, first_line, batch, cfg);
-    load_lines(dx, &mut d_re, &mut d_im, first_line, batch, cfg);
+    load_lines(x, order, &mut s_re, &mut s_im, first_line, batch, cfg);
+    load_lines(dx, order, &mut d_re, &mut d_im, first_line, batch, cfg);
     sync_cube();
 
     #[unroll]
@@ -162,7 +164,7 @@ fn launch_pass<R: CubeRuntime, F: FloatElement>(
     tw: &Split<R>,
     dtw: &Split<R>,
     batch: usize,
-    bit_reverse: bool,
+    order: &InputOrder<R>,
 ) -> (CubeTensor<R>, CubeTensor<R>) {
     let n = 1usize << pass.log_n;
     let y = empty::<R, F>(&x.re, vec![2, batch, n]);
@@ -179,12 +181,13 @@ fn launch_pass<R: CubeRuntime, F: FloatElement>(
             CubeDim::new_1d(plan.threads as u32),
             x.arg::<F>(),
             dx.arg::<F>(),
+            order.table.clone().into_tensor_arg(),
             tw.twiddles::<F>(),
             dtw.twiddles::<F>(),
             y.clone().into_tensor_arg(),
             dy.clone().into_tensor_arg(),
             batch as u32,
-            pass.config(plan, bit_reverse, false),
+            pass.config(plan, order.order, false),
         );
     }
     (y, dy)
@@ -192,14 +195,14 @@ fn launch_pass<R: CubeRuntime, F: FloatElement>(
 
 /// Launches the fused tangent: `x`, `dx` (`(re, im)`, `[batch, n]`), twiddles `tw` and their
 /// direction `dtw` (`(re, im)`, `[log2 n, n/2, 2, 2]`) → packed `(y, dy)`, `[2, batch, n]`
-/// each, the inputs read in bit-reversed order if `bit_reverse`. The caller checks
+/// each, the inputs read in `order` as the first pass loads them. The caller checks
 /// [`tangent_supported`] first.
 pub fn tangent<R: CubeRuntime, F: FloatElement>(
     x: (CubeTensor<R>, CubeTensor<R>),
     dx: (CubeTensor<R>, CubeTensor<R>),
     tw: (CubeTensor<R>, CubeTensor<R>),
     dtw: (CubeTensor<R>, CubeTensor<R>),
-    bit_reverse: bool,
+    order: &InputOrder<R>,
 ) -> (CubeTensor<R>, CubeTensor<R>) {
     let dims = x.0.meta.shape().clone();
     let (batch, n) = (dims[0], dims[1]);
@@ -208,9 +211,9 @@ pub fn tangent<R: CubeRuntime, F: FloatElement>(
     let (x, dx) = (Split::new(x.0, x.1), Split::new(dx.0, dx.1));
     let tw = planar_split::<R, F>(&Split::new(tw.0, tw.1), n / 2);
     let dtw = planar_split::<R, F>(&Split::new(dtw.0, dtw.1), n / 2);
-    let (mut y, mut dy) = launch_pass::<R, F>(&passes[0], &x, &dx, &tw, &dtw, batch, bit_reverse);
+    let (mut y, mut dy) = launch_pass::<R, F>(&passes[0], &x, &dx, &tw, &dtw, batch, order);
     for pass in &passes[1..] {
-        (y, dy) = launch_pass::<R, F>(pass, &Split::packed(y), &Split::packed(dy), &tw, &dtw, batch, false);
+        (y, dy) = launch_pass::<R, F>(pass, &Split::packed(y), &Split::packed(dy), &tw, &dtw, batch, &order.natural());
     }
     (y, dy)
 }
