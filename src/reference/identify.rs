@@ -132,6 +132,63 @@ pub fn is_butterfly(t: &ComplexMatrix, tol: f64) -> bool {
     n.is_power_of_two() && n >= 2 && is_butterfly_rows((0..n).map(|r| row(t, r)).collect(), tol)
 }
 
+/// The twiddles (`(re, im)`, `[L, N/2, 2, 2]` as [`super::butterfly`] lays them out) of `t`
+/// read as a butterfly with no permutation: at every level, on each half of the columns, the
+/// larger of rows `p` and `p + h` is taken as row `p` of that half's sub-butterfly and the other
+/// as its multiple (their ratio is the last stage's block column), recursively. Exact where `t`
+/// is a butterfly ([`is_butterfly`]); otherwise the rows' least-squares multiples, which the
+/// caller checks by the product. `None` where N is not a power of two ≥ 2 or a half of both
+/// rows of a block is zero.
+pub fn butterfly_twiddles(t: &ComplexMatrix) -> Option<(Vec<f64>, Vec<f64>)> {
+    let n = t.n();
+    if n < 2 || !n.is_power_of_two() {
+        return None;
+    }
+    let log_n = n.trailing_zeros() as usize;
+    let mut tw = vec![Complex64::new(0.0, 0.0); log_n * n * 2];
+    read_twiddles((0..n).map(|r| row(t, r)).collect(), 0, n, &mut tw)?;
+    Some(tw.iter().map(|z| (z.re, z.im)).unzip())
+}
+
+/// [`butterfly_twiddles`] of the sub-butterfly acting on indices `offset … offset + m − 1`
+/// (`rows`: its m×m matrix) of a butterfly of size `n`, into `tw`.
+fn read_twiddles(rows: Vec<Vec<Complex64>>, offset: usize, n: usize, tw: &mut [Complex64]) -> Option<()> {
+    let m = rows.len();
+    let s = m.trailing_zeros() as usize - 1;
+    // Block k of stage s pairs i0 = 2·2^s·(k / 2^s) + k % 2^s with i0 + 2^s.
+    let block = |i0: usize| ((i0 >> (s + 1)) << s) | (i0 & ((1 << s) - 1));
+    let at = |i0: usize| (s * (n / 2) + block(i0)) * 4;
+    if m == 2 {
+        let k = at(offset);
+        tw[k..k + 4].copy_from_slice(&[rows[0][0], rows[0][1], rows[1][0], rows[1][1]]);
+        return Some(());
+    }
+    let h = m / 2;
+    let one = Complex64::new(1.0, 0.0);
+    let mut halves = [Vec::with_capacity(h), Vec::with_capacity(h)];
+    for p in 0..h {
+        let k = at(offset + p);
+        for (side, cols) in [0..h, h..m].into_iter().enumerate() {
+            let (top, bottom) = (&rows[p][cols.clone()], &rows[p + h][cols]);
+            let (pivot, other, pivot_is_top) =
+                if norm_sqr(top) >= norm_sqr(bottom) { (top, bottom, true) } else { (bottom, top, false) };
+            let scale = norm_sqr(pivot);
+            if scale.is_nan() || scale <= 0.0 {
+                return None;
+            }
+            let ratio = dot(pivot, other) / scale;
+            let (t_top, t_bottom) = if pivot_is_top { (one, ratio) } else { (ratio, one) };
+            // Column `side` of the block: (t[0][side], t[1][side]).
+            tw[k + side] = t_top;
+            tw[k + 2 + side] = t_bottom;
+            halves[side].push(pivot.to_vec());
+        }
+    }
+    let [left, right] = halves;
+    read_twiddles(left, offset, n, tw)?;
+    read_twiddles(right, offset + h, n, tw)
+}
+
 fn is_butterfly_rows(rows: Vec<Vec<Complex64>>, tol: f64) -> bool {
     let m = rows.len();
     if m <= 2 {

@@ -11,11 +11,14 @@
 //!   factors, in f64: which model class represents which target, and the floors.
 //! - [`identify`]: the input permutation that makes a matrix a butterfly, found from the
 //!   matrix's hierarchical rank-one structure (or shown not to exist).
+//! - [`growth`]: a circulant layer of N/2 grown to N by the targets' eigenstructure, the start
+//!   a grown circulant run polishes from.
 //! - [`matrix`]: the small dense complex matrix type these share.
 
 pub mod butterfly;
 pub mod dft;
 pub mod factorizations;
+pub mod growth;
 pub mod identify;
 pub mod matrix;
 pub mod targets;

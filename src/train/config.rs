@@ -49,12 +49,15 @@ pub struct TrainConfig {
     /// (on [`Target::halved`]; itself from random weights, and grown the same way above this
     /// size) applied to both halves, with a random last stage in each factor
     /// ([`ButterflyProduct::doubled`]); one butterfly then goes straight to the polish, a product
-    /// runs Adam's schedule first. The attempts of a block of
+    /// runs Adam's schedule first, except the circulant's first attempt of a block, which starts
+    /// from the layer grown by the targets' eigenstructure ([`ButterflyProduct::eigen_doubled`])
+    /// and goes straight to the polish where that start is within `switch_rmse`. The attempts of a block of
     /// [`HALF_REUSE`](crate::train::HALF_REUSE) double one trained half-size layer, each with
     /// its own random last stages. `None`: the target's default, [`grow_above_default`]. Set it
     /// to N or more to start from random weights at every size.
     ///
     /// [`ButterflyProduct::doubled`]: crate::nn::ButterflyProduct::doubled
+    /// [`ButterflyProduct::eigen_doubled`]: crate::nn::ButterflyProduct::eigen_doubled
     #[config(default = "None")]
     pub grow_above: Option<usize>,
     /// The model class to train (`train --model`): `None`, the target's own

@@ -53,8 +53,11 @@ pub(super) type Grow<'a, B> = dyn Fn(usize, &mut dyn Observer) -> Result<Option<
 
 /// A layer grown from a trained layer of half the size, and what training that one took.
 pub(super) struct Grown<B: FftBackend> {
-    /// The grown layer (its last stage random).
+    /// The grown layer (its last stage random, or the whole of it fitted: `aligned`).
     pub layer: ButterflyProduct<B>,
+    /// Whether the layer was grown by the targets' eigenstructure to within Adam's hand-over
+    /// rmse ([`ButterflyProduct::eigen_doubled`]): the attempt goes straight to the polish.
+    pub aligned: bool,
     /// The size it grew from.
     pub from_n: usize,
     /// Steps and seconds of the half-size run (and of the runs it grew from).
@@ -400,13 +403,14 @@ impl TrainState {
     /// counted (its seconds are the run's clock's). One butterfly goes straight to the polish
     /// (Adam would leave the trained stages; Levenberg–Marquardt fits the random last stage, a
     /// linear least-squares problem while the others stay put, and then polishes all of them);
-    /// a product's attempt runs Adam first, as from random weights (its random last stages and
+    /// a product grown by the eigenstructure (`aligned`) too; another product's attempt runs
+    /// Adam first, as from random weights (its random last stages and
     /// the diagonal its second factor holds make the problem bilinear: for the circulant at
     /// N = 32 and 64 the polish from the grown layer itself stalled at rmse ≈ 1.2, and from 500
     /// Adam steps at 2e-2 … 2e-1, where Adam's full schedule reached 1e-4 and the bar).
     fn grown<B: FftBackend>(&mut self, grown: Grown<B>, class: &ModelClass) -> Result<ButterflyProduct<B>> {
         self.step += grown.steps;
-        self.phase = if grown.layer.len() > 1 { Phase::Adam } else { Phase::Polish };
+        self.phase = if grown.layer.len() > 1 && !grown.aligned { Phase::Adam } else { Phase::Polish };
         self.grown_from = Some(grown.from_n);
         class.impose(grown.layer)
     }

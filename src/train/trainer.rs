@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use super::checkpoint;
 use super::config::TrainConfig;
-use super::objective::scalar;
+use super::objective::{scalar, DENSE_MAX_N};
 use super::observer::{AttemptLog, Observer, Progress};
 use super::run::{Grown, Run, RunOptions};
 use super::state::Phase;
@@ -185,7 +185,25 @@ impl Trainer {
         };
         // Its steps and seconds count once, in the block's first attempt.
         let (steps, seconds) = if h.attempt == attempt { (h.steps, h.seconds) } else { (0, 0.0) };
-        let layer = h.layer.doubled(cfg.seed + attempt as u64)?;
+        // The block's first attempt starts from the eigenstructure's fit where it is within
+        // Adam's hand-over rmse (deterministic, so the block's later attempts, and any attempt
+        // where it is not, double with random last stages and run Adam).
+        let aligned = if attempt == h.attempt
+            && !cfg.real
+            && matches!(cfg.target, Target::Circulant { .. })
+            && cfg.n <= DENSE_MAX_N
+        {
+            h.layer
+                .eigen_doubled(&cfg.target.halved()?, &cfg.target)?
+                .filter(|(_, rmse)| *rmse <= cfg.switch_rmse)
+                .map(|(layer, _)| layer)
+        } else {
+            None
+        };
+        let (layer, aligned) = match aligned {
+            Some(layer) => (layer, true),
+            None => (h.layer.doubled(cfg.seed + attempt as u64)?, false),
+        };
         *cached = Some(h);
         if layer.permutations() != class.permutations {
             return Err(Error::invalid(
@@ -194,7 +212,7 @@ impl Trainer {
                 format!("{:?} from the layer grown from N = {}", layer.permutations(), cfg.n / 2),
             ));
         }
-        Ok(Some(Grown { layer, from_n: cfg.n / 2, steps, seconds }))
+        Ok(Some(Grown { layer, aligned, from_n: cfg.n / 2, steps, seconds }))
     }
 
     /// The run at N/2 on the halved target with seed `seed + attempt`, polished to its own

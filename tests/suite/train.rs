@@ -799,10 +799,9 @@ fn shipped_checkpoints_are_under_the_f32_bar_here_too() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("checkpoints");
     let manifest: Vec<serde_json::Value> =
         serde_json::from_slice(&std::fs::read(dir.join("manifest.json")).expect("manifest.json")).unwrap();
-    // The circulant is shipped at the sizes whose seed-0 run finished on the GPU (see the README).
     let all: &[u64] = &[8, 16, 32, 64, 128, 256, 512, 1024];
     for (target, want) in [
-        ("circulant", &[8, 16, 32, 64, 128, 256, 512][..]),
+        ("circulant", all),
         ("dct2", all),
         ("dft", all),
         ("dst2", all),
@@ -1000,7 +999,8 @@ fn doubled_circulant_holds_the_half_size_stages() {
 }
 
 /// A run above `grow_above` starts from the trained half-size layer, grown, and reaches both
-/// bars; its steps count the half-size run's. The circulant (two butterflies) grows too.
+/// bars; its steps count the half-size run's. The circulant (two butterflies) grows too, by the
+/// targets' eigenstructure, into the polish with no Adam step.
 #[test]
 fn grown_runs_reach_both_bars_candle() {
     for precision in [Precision::F64, Precision::F32] {
@@ -1014,6 +1014,11 @@ fn grown_runs_reach_both_bars_candle() {
             );
             assert_eq!(r.grown_from, Some(16), "N = 32 grows from 16 (which grew from 8)");
             assert_bar(&r, precision);
+            if matches!(target, Target::Circulant { .. }) {
+                // Grown by the eigenstructure: the first attempt goes straight to the polish.
+                let first = &r.attempt_log[0];
+                assert_eq!((r.attempts, first.adam_rmse), (1, None), "the circulant's grown start: {first:?}");
+            }
             // The chain's half-size run makes at most `HALF_REUSE` attempts: the same config.
             let half = TrainConfig::new(16)
                 .with_target(target.halved().unwrap())

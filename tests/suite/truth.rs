@@ -3,7 +3,10 @@
 use std::f64::consts::PI;
 
 use learned_fft::nn::model_class;
-use learned_fft::reference::identify::{butterfly_permutation, factor_permutation, is_butterfly, F64_TOLERANCE};
+use learned_fft::reference::growth::eigen_doubled;
+use learned_fft::reference::identify::{
+    butterfly_permutation, butterfly_twiddles, factor_permutation, is_butterfly, F64_TOLERANCE,
+};
 use learned_fft::reference::{butterfly, dft, factorizations, ComplexMatrix, FftNorm, Target};
 use learned_fft::{ButterflyInit, Permutation};
 use num_complex::Complex64;
@@ -335,6 +338,80 @@ fn the_real_transforms_first_permutation_is_found_from_the_matrix() {
             let found = class.permutations[0].indices(n);
             let exact = factorizations::exact(&target, n).unwrap().unwrap();
             assert_eq!(found, canonical(&exact.factors()[0].permutation), "{:?} n={n}", target.kind());
+        }
+    }
+}
+
+/// A random butterfly's twiddles are read back from its matrix (up to the blocks' scales, so the
+/// rebuilt matrix is compared), and a matrix that is no butterfly is read as one that differs.
+#[test]
+fn butterfly_twiddles_are_read_from_the_matrix() {
+    for n in [2, 4, 16, 128] {
+        for seed in 0..3 {
+            let (re, im) = ButterflyInit::RandomUnitary { seed }.twiddles(n);
+            let identity: Vec<usize> = (0..n).collect();
+            let t = butterfly::matrix(&re, &im, n, &identity).unwrap();
+            let (r2, i2) = butterfly_twiddles(&t).unwrap();
+            let again = butterfly::matrix(&r2, &i2, n, &identity).unwrap();
+            assert!(again.max_abs_diff(&t).unwrap() <= GROWTH_F64_TOL, "n={n} seed={seed}");
+            if n >= 4 {
+                let broken =
+                    ComplexMatrix::from_fn(n, |r, c| t.get(r, c) + f64::from(u8::from(r == 0 && c == 0)) * 0.5);
+                let (r3, i3) = butterfly_twiddles(&broken).unwrap();
+                let read = butterfly::matrix(&r3, &i3, n, &identity).unwrap();
+                assert!(read.max_abs_diff(&broken).unwrap() > 1e-3, "n={n} seed={seed}: not a butterfly");
+            }
+        }
+    }
+}
+
+/// f64 agreement of the grown circulant start with its target: the construction is exact, so
+/// only rounding (a few hundred operations per entry) separates them.
+const GROWTH_F64_TOL: f64 = 1e-10;
+
+/// The circulant grows from N/2 to N by the targets' eigenstructure: from the exact first factor
+/// of the halved target with each last-stage block mixed by a random 2×2 map (the freedom a
+/// learned layer uses: measured, every trained layer at N = 256 mixes each pair of frequencies
+/// k, k + N/2), the grown product equals the target at N; from a random first factor it is no
+/// start (none, or far from the target).
+#[test]
+fn a_circulant_grows_by_the_targets_eigenstructure() {
+    for n in [8, 16, 64, 256] {
+        for seed in 0..3 {
+            let target = Target::Circulant { kernel: normals(1000 * n as u64 + seed, n) };
+            let half = target.halved().unwrap();
+            let exact = factorizations::exact(&half, n / 2).unwrap().unwrap();
+            let first = &exact.factors()[0];
+            let mut re = first.re.clone();
+            let mut im = first.im.clone();
+            let last = re.len() / n - 1; // stages of N/2: N/4 blocks of 4 values, N values each
+            let mix = normals(seed + 7, 8 * n);
+            for k in 0..n / 4 {
+                let at = (last * (n / 4) + k) * 4;
+                let a = |i: usize| Complex64::new(mix[8 * k + 2 * i], mix[8 * k + 2 * i + 1]);
+                let t = |i: usize| Complex64::new(re[at + i], im[at + i]);
+                let mixed = [
+                    a(0) * t(0) + a(1) * t(2),
+                    a(0) * t(1) + a(1) * t(3),
+                    a(2) * t(0) + a(3) * t(2),
+                    a(2) * t(1) + a(3) * t(3),
+                ];
+                for (i, z) in mixed.iter().enumerate() {
+                    re[at + i] = z.re;
+                    im[at + i] = z.im;
+                }
+            }
+            let (half_m, full_m) = (half.matrix(n / 2).unwrap(), target.matrix(n).unwrap());
+            let grown = eigen_doubled((&re, &im), &half_m, &full_m).unwrap().expect("a start");
+            assert!(grown.rmse <= GROWTH_F64_TOL, "n={n} seed={seed}: rmse {:e}", grown.rmse);
+            let bitrev = Permutation::BitReversal.indices(n);
+            let product =
+                butterfly::product_matrix(n, grown.factors.iter().map(|(r, i)| (&r[..], &i[..], &bitrev[..]))).unwrap();
+            assert!(product.rmse(&full_m).unwrap() <= GROWTH_F64_TOL, "n={n} seed={seed}: the factors as returned");
+            // A random first factor carries no eigenstructure.
+            let (rr, ri) = ButterflyInit::RandomUnitary { seed }.twiddles(n / 2);
+            let random = eigen_doubled((&rr, &ri), &half_m, &full_m).unwrap();
+            assert!(random.is_none_or(|g| g.rmse > 1e-2), "n={n} seed={seed}: a random layer grew to the target");
         }
     }
 }
