@@ -68,6 +68,22 @@ fn apply_unchecked(tw_re: &[f64], tw_im: &[f64], perm: &[usize], x: &mut [Comple
     }
 }
 
+/// The twiddles of a butterfly of size 2N whose first log2 N stages act on both halves as the
+/// stages of `half` (size `n`) do, followed by `last`, the N blocks of its last stage; all in
+/// the `[L, N/2, 2, 2]` layout (of either part, or of complex values). After the bit reversal of
+/// 2N, those stages transform the even and the odd samples as `half` after the bit reversal of
+/// N does.
+pub fn doubled_stages<T: Copy>(half: &[T], n: usize, last: &[T]) -> Vec<T> {
+    let stage = 2 * n; // values of one stage of size n: n/2 blocks of 4
+    let mut out = Vec::with_capacity(2 * half.len() + last.len());
+    for block in half.chunks_exact(stage) {
+        out.extend_from_slice(block);
+        out.extend_from_slice(block);
+    }
+    out.extend_from_slice(last);
+    out
+}
+
 /// The dense N×N matrix of a product of butterflies, each `(tw_re, tw_im, perm)` as for
 /// [`matrix`], the first applied first (the identity for none).
 pub fn product_matrix<'a>(

@@ -34,7 +34,7 @@
 
 use num_complex::Complex64;
 
-use super::butterfly::product_matrix;
+use super::butterfly::{doubled_stages, product_matrix};
 use super::identify::butterfly_twiddles;
 use super::matrix::ComplexMatrix;
 use crate::error::{check_power_of_two, Error, Result};
@@ -73,44 +73,37 @@ pub fn eigen_doubled(first: (&[f64], &[f64]), half: &ComplexMatrix, full: &Compl
     let bitrev_2n = super::factorizations::bit_reversal(2 * n);
     let mut tw: Vec<Complex64> = re.iter().zip(im).map(|(&a, &b)| Complex64::new(a, b)).collect();
 
-    // 1. The half-size factor's last stage, its rows made eigenvectors of the halved target.
-    let (tr, ti): (Vec<f64>, Vec<f64>) = tw.iter().map(|z| (z.re, z.im)).unzip();
-    let h1 = product_matrix(n, [(&tr[..], &ti[..], &bitrev_n[..])])?;
+    // 1. The half-size factor's last stage, its rows made eigenvectors of the halved target:
+    //    block r's new rows are A times its old ones, its twiddles A · T.
+    let h1 = product_matrix(n, [(re, im, &bitrev_n[..])])?;
+    let mut rows: Vec<Vec<Complex64>> = (0..n).map(|r| row(&h1, r)).collect();
     let last = (log_n - 1) * n * 2;
     for r in 0..n / 2 {
-        let rows = [row(&h1, r), row(&h1, r + n / 2)];
-        let Some(a) = eigen_rows(&rows, half) else { return Ok(None) };
+        let pair = [std::mem::take(&mut rows[r]), std::mem::take(&mut rows[r + n / 2])];
+        let Some(a) = eigen_rows(&pair, half) else { return Ok(None) };
         let block = &mut tw[last + r * 4..last + r * 4 + 4];
-        let t = [[block[0], block[1]], [block[2], block[3]]];
-        let at = mul2(&a, &t);
+        let at = mul2(&a, &[[block[0], block[1]], [block[2], block[3]]]);
         block.copy_from_slice(&[at[0][0], at[0][1], at[1][0], at[1][1]]);
+        rows[r] = combine(&a[0], &pair);
+        rows[r + n / 2] = combine(&a[1], &pair);
     }
-    let h1 = {
-        let (tr, ti): (Vec<f64>, Vec<f64>) = tw.iter().map(|z| (z.re, z.im)).unzip();
-        product_matrix(n, [(&tr[..], &ti[..], &bitrev_n[..])])?
-    };
 
     // 2. Doubled: stage s < log2 N of 2N is stage s of N on both halves; the new last stage
     //    pairs (r, r + N), whose rows before it are row r of the half factor on the even
     //    samples and on the odd ones.
-    let stage = n * 2; // values of one stage of size N: N/2 blocks of 4
-    let mut first2 = Vec::with_capacity(2 * tw.len() + 2 * stage);
-    for s in 0..log_n {
-        let block = &tw[s * stage..(s + 1) * stage];
-        first2.extend_from_slice(block);
-        first2.extend_from_slice(block);
-    }
-    for r in 0..n {
+    let mut last_stage = Vec::with_capacity(4 * n);
+    for row in &rows {
         let spread = |parity: usize| {
             let mut v = vec![Complex64::new(0.0, 0.0); 2 * n];
-            for (m, &z) in row(&h1, r).iter().enumerate() {
+            for (m, &z) in row.iter().enumerate() {
                 v[2 * m + parity] = z;
             }
             v
         };
         let Some(a) = eigen_rows(&[spread(0), spread(1)], full) else { return Ok(None) };
-        first2.extend_from_slice(&[a[0][0], a[0][1], a[1][0], a[1][1]]);
+        last_stage.extend_from_slice(&[a[0][0], a[0][1], a[1][0], a[1][1]]);
     }
+    let first2 = doubled_stages(&tw, n, &last_stage);
 
     // 3. The second factor: C · F₁⁻¹, F₁ = B_L ⋯ B_0 P, so C · Pᵀ · B_0⁻¹ ⋯ B_L⁻¹ by columns,
     //    then undo its own bit reversal and read its twiddles.
@@ -181,7 +174,7 @@ fn eigen_rows(rows: &[Vec<Complex64>; 2], c: &ComplexMatrix) -> Option<[[Complex
         let (u, v) = ([cc, lambda - a], [lambda - d, b]);
         let u = if u[0].norm() + u[1].norm() >= v[0].norm() + v[1].norm() { u } else { v };
         // Scale so the new row u · R has unit norm.
-        let new: Vec<Complex64> = rows[0].iter().zip(&rows[1]).map(|(x, y)| u[0] * x + u[1] * y).collect();
+        let new = combine(&u, rows);
         let norm = dot(&new, &new).re.sqrt();
         if !norm.is_finite() || norm <= 0.0 {
             return None;
@@ -189,6 +182,11 @@ fn eigen_rows(rows: &[Vec<Complex64>; 2], c: &ComplexMatrix) -> Option<[[Complex
         out[i] = [u[0] / norm, u[1] / norm];
     }
     Some(out)
+}
+
+/// `u[0] · rows[0] + u[1] · rows[1]`.
+fn combine(u: &[Complex64; 2], rows: &[Vec<Complex64>; 2]) -> Vec<Complex64> {
+    rows[0].iter().zip(&rows[1]).map(|(x, y)| u[0] * x + u[1] * y).collect()
 }
 
 fn mul2(a: &[[Complex64; 2]; 2], b: &[[Complex64; 2]; 2]) -> [[Complex64; 2]; 2] {

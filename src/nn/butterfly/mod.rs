@@ -13,6 +13,7 @@ use burn::tensor::{backend::Backend, Tensor};
 use crate::error::{check_power_of_two, Error, Result};
 use crate::memory;
 use crate::ops::butterfly::{butterfly_forward_reference, ButterflyOps, Permutation};
+use crate::reference::butterfly::doubled_stages;
 use crate::reference::factorizations::Factor;
 use crate::reference::{self as truth, ComplexMatrix, FftNorm};
 use crate::tensors::{eye, float_tensor, to_f64_vec};
@@ -292,22 +293,12 @@ impl<B: Backend> Butterfly<B> {
         let (re, im) = self.twiddles_f64();
         let (last_re, last_im) = ButterflyInit::RandomUnitary { seed }.twiddles(2 * n);
         // Stage s of 2N: blocks 0 … N/2 − 1 act on the first half, the next N/2 on the second,
-        // each as block k of stage s of N.
-        let stage = 2 * n; // entries of one stage of size N: N/2 blocks of 4
-        let doubled = |half: &[f64], last: &[f64]| -> Vec<f64> {
-            let mut out = Vec::with_capacity(2 * half.len() + 2 * stage);
-            for s in 0..log_n {
-                let block = &half[s * stage..(s + 1) * stage];
-                out.extend_from_slice(block);
-                out.extend_from_slice(block);
-            }
-            out.extend_from_slice(&last[log_n * 2 * stage..]);
-            out
-        };
+        // each as block k of stage s of N; the last stage of the random 2N twiddles.
+        let last = log_n * 4 * n; // values of the first log2 N stages of 2N
         let factor = Factor {
             permutation: self.permutation.indices(2 * n),
-            re: doubled(&re, &last_re),
-            im: doubled(&im, &last_im),
+            re: doubled_stages(&re, n, &last_re[last..]),
+            im: doubled_stages(&im, n, &last_im[last..]),
         };
         Butterfly::from_factor(&factor, &self.twiddle_re.device())
     }
