@@ -18,7 +18,7 @@
 //! - [`ops`]: one slice per op ([`ops::butterfly`], [`ops::spectral`]): the backend-extension
 //!   traits [`ButterflyOps`] and [`SpectralOps`], their tensor-op twins, and the fused CubeCL
 //!   kernels behind them on wgpu and CUDA with their custom backward.
-//! - [`reference`]: f64 truth on the CPU (rustfft, rustdct, dense target matrices); [`error`],
+//! - [`reference`](mod@reference): f64 truth on the CPU (rustfft, rustdct, dense target matrices); [`error`],
 //!   and [`memory`], the estimate every large allocation is checked against first.
 //!
 //! ## Complex numbers

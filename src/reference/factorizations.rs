@@ -131,7 +131,7 @@ pub fn model_name(target: &Target) -> &'static str {
 /// factors would have 3 log2 N.
 ///
 /// # Errors
-/// [`Error::InvalidInput`] when `n` is not a power of two ≥ 2.
+/// [`Error::InvalidInput`](crate::error::Error::InvalidInput) when `n` is not a power of two ≥ 2.
 pub fn learned_stages(target: &Target, n: usize) -> Result<Vec<bool>> {
     check_power_of_two("factorization", n)?;
     let log_n = n.trailing_zeros() as usize;
@@ -145,7 +145,7 @@ pub fn learned_stages(target: &Target, n: usize) -> Result<Vec<bool>> {
 /// size `n` ([`exact`]), the first applied first, known without building the twiddles.
 ///
 /// # Errors
-/// [`Error::InvalidInput`] when `n` is not a power of two ≥ 2.
+/// [`Error::InvalidInput`](crate::error::Error::InvalidInput) when `n` is not a power of two ≥ 2.
 pub fn permutations(target: &Target, n: usize) -> Result<Vec<Vec<usize>>> {
     check_power_of_two("factorization", n)?;
     let (br, identity) = (bit_reversal(n), (0..n).collect::<Vec<_>>());
@@ -167,7 +167,7 @@ pub fn permutations(target: &Target, n: usize) -> Result<Vec<Vec<usize>>> {
 /// for it (see the module docs), or `None` where none is known yet.
 ///
 /// # Errors
-/// [`Error::InvalidInput`] when `n` is not a power of two ≥ 2, or a circulant kernel is not of
+/// [`Error::InvalidInput`](crate::error::Error::InvalidInput) when `n` is not a power of two ≥ 2, or a circulant kernel is not of
 /// length `n`.
 pub fn exact(target: &Target, n: usize) -> Result<Option<Factorization>> {
     let mut perms = permutations(target, n)?.into_iter();

@@ -26,7 +26,7 @@
 //!    samples, whose span holds two eigenvectors of `C`.
 //! 3. The second factor is then `C · F₁⁻¹` (the first factor inverted stage by stage), and its
 //!    twiddles are read off it as a butterfly after the bit reversal
-//!    ([`identify::butterfly_twiddles`]).
+//!    ([`identify::butterfly_twiddles`](super::identify::butterfly_twiddles)).
 //!
 //! From a half-size layer at its f32 floor the product is at the f32 floor of 2N (rmse 1.2e-7
 //! at N = 512 from layers trained in f32); from one that missed its bar the start is useless

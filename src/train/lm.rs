@@ -1,6 +1,6 @@
 //! The solver of the polish phase: Levenberg–Marquardt (damped Gauss–Newton) on the
 //! identity-basis residual, matrix-free, with conjugate gradients for each step. The phase that
-//! drives it is [`super::polish`].
+//! drives it is `polish.rs`.
 //!
 //! The residual r(θ) = M(θ) − T is multilinear in the stages, so its Jacobian-vector product is
 //! one tangent sweep through the stages of every factor (`dy_s = B_s dy_{s−1} + V_s y_{s−1}`,

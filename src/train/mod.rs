@@ -7,10 +7,19 @@
 //! and the DST-II one factor and the pairing `M = C S C`, whose permutations `C` are fixed stages
 //! and whose one stage `S` is learned). With one factor, the permutation is found from the
 //! target's matrix ([`crate::reference::identify`]: the bit reversal for the DFT, the identity
-//! for the Hadamard transform, any permutation for a matrix of that class); a product takes the
-//! permutations of the target's exact factorization. The first factor starts from Haar-random
-//! unitary blocks, the others' learned stages near the identity; Adam's gradients and the
-//! polish's steps leave the fixed stages exactly as they are.
+//! for the Hadamard transform, any permutation for a matrix of that class); so does the first
+//! factor of the Hartley transform, DCT-II and DST-II, under its pairing's pattern, while the
+//! circulant keeps the bit reversals of its exact factorization. The first factor starts from
+//! Haar-random unitary blocks, the others' learned stages near the identity (the circulant's
+//! Haar-random too); Adam's gradients and the polish's steps leave the fixed stages exactly as
+//! they are.
+//!
+//! **Growing** ([`TrainConfig::grow_above`]): above 4096 for one butterfly and above 4 for the
+//! circulant, a run first trains the target halved at N/2 (itself grown the same way) and starts
+//! from that layer doubled: one butterfly with a random last stage, straight into the polish; the
+//! circulant's first attempt of a block from the layer grown by the targets' eigenstructure
+//! ([`crate::reference::growth`], exact to rounding from a half-size layer at its bar), straight
+//! into the polish, and otherwise with random last stages and Adam first.
 //!
 //! # Method
 //! 1. **Adam** (cosine learning-rate decay) on the identity-basis loss

@@ -12,7 +12,7 @@ use crate::reference::FftNorm;
 /// How the twiddles of a [`Butterfly`](super::Butterfly) start.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum ButterflyInit {
-    /// The exact radix-2 decimation-in-time FFT (with [`Permutation::BitReversal`]
+    /// The exact radix-2 decimation-in-time FFT (with [`Permutation::BitReversal`](crate::ops::Permutation::BitReversal)
     /// (super::Permutation::BitReversal)): block k of stage s is
     /// `c · [[1, w], [1, −w]]` with `w = e^{∓2πi j / 2^{s+1}}`, `j = k mod 2^s` (minus for the
     /// forward transform, plus for the inverse) and the per-stage scale `c` of `norm`

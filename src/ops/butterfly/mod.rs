@@ -1,5 +1,5 @@
 //! The butterfly product as a backend op: the [`ButterflyOps`] trait and its value types, the
-//! tensor-op twin ([`reference`]), the fused CubeCL kernels ([`kernel`]) and the backend impls
+//! tensor-op twin (`reference.rs`), the fused CubeCL kernels (`kernel`) and the backend impls
 //! (`cubecl.rs` without autodiff, `autodiff.rs` with the custom `Backward`).
 
 mod autodiff;

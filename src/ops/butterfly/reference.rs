@@ -16,7 +16,7 @@ use super::Permutation;
 /// - `tw_re`, `tw_im`: `[log2 n, n/2, 2, 2]`
 /// - returns `(re, im)`, each `[batch, n]`
 ///
-/// Shapes are not checked here; [`Butterfly::forward`](super::Butterfly::forward) checks them.
+/// Shapes are not checked here; [`Butterfly::forward`](crate::Butterfly::forward) checks them.
 pub fn butterfly_forward_reference<B: Backend>(
     re: Tensor<B, 2>,
     im: Tensor<B, 2>,

@@ -1,5 +1,5 @@
 //! The spectral loss's ops: the magnitude spectrogram and the whole reduced loss as backend
-//! ops ([`SpectralOps`]) with their value types; the tensor-op twin ([`reference`]); the fused
+//! ops ([`SpectralOps`]) with their value types; the tensor-op twin (`reference.rs`); the fused
 //! CubeCL kernels (`kernel/`); the backend impls (`cubecl.rs`, `autodiff.rs`).
 
 mod autodiff;

@@ -51,7 +51,7 @@ pub fn distance<B: Backend>(a: Tensor<B, 3>, b: Tensor<B, 3>, distance: Distance
 /// - `x`: `[signals, T]` → `[signals, frames, W/2 + 1]`, frames = ⌊(T − W) / hop⌋ + 1
 ///
 /// # Errors
-/// [`Error::InvalidInput`] when T < W or hop = 0.
+/// [`Error::InvalidInput`](crate::error::Error::InvalidInput) when T < W or hop = 0.
 pub fn stft_magnitudes_reference<B: Backend>(
     x: Tensor<B, 2>,
     tables: &StftTables<B>,
@@ -88,7 +88,7 @@ pub fn loss_from_magnitudes<B: Backend>(mp: Tensor<B, 3>, mt: Tensor<B, 3>, p: &
 /// ops for the rest: the default of [`SpectralOps::spectral_loss`].
 ///
 /// # Errors
-/// [`Error::InvalidInput`] when the shapes differ, T < W or hop = 0.
+/// [`Error::InvalidInput`](crate::error::Error::InvalidInput) when the shapes differ, T < W or hop = 0.
 pub fn spectral_loss_composed<B: SpectralOps>(
     pred: Tensor<B, 2>,
     target: Tensor<B, 2>,
