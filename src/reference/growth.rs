@@ -76,7 +76,7 @@ pub fn eigen_doubled(first: (&[f64], &[f64]), half: &ComplexMatrix, full: &Compl
     // 1. The half-size factor's last stage, its rows made eigenvectors of the halved target:
     //    block r's new rows are A times its old ones, its twiddles A · T.
     let h1 = product_matrix(n, [(re, im, &bitrev_n[..])])?;
-    let mut rows: Vec<Vec<Complex64>> = (0..n).map(|r| row(&h1, r)).collect();
+    let mut rows: Vec<Vec<Complex64>> = (0..n).map(|r| h1.row(r).to_vec()).collect();
     let last = (log_n - 1) * n * 2;
     for r in 0..n / 2 {
         let pair = [std::mem::take(&mut rows[r]), std::mem::take(&mut rows[r + n / 2])];
@@ -133,10 +133,6 @@ pub fn eigen_doubled(first: (&[f64], &[f64]), half: &ComplexMatrix, full: &Compl
     Ok(rmse.is_finite().then_some(Grown { factors, rmse }))
 }
 
-fn row(m: &ComplexMatrix, r: usize) -> Vec<Complex64> {
-    m.as_slice()[r * m.n()..(r + 1) * m.n()].to_vec()
-}
-
 /// The 2×2 map `A` taking the two rows `R` (spanning a space the target `c` maps into itself
 /// from the left, `R C = M R`) to left eigenvectors of `c`, each scaled to unit norm; `None`
 /// where `R` has rank < 2 or `M`'s eigenvalues coincide.
@@ -149,7 +145,7 @@ fn eigen_rows(rows: &[Vec<Complex64>; 2], c: &ComplexMatrix) -> Option<[[Complex
             let mut out = vec![Complex64::new(0.0, 0.0); n];
             for (k, &z) in r.iter().enumerate() {
                 if z != Complex64::new(0.0, 0.0) {
-                    let crow = &c.as_slice()[k * n..(k + 1) * n];
+                    let crow = c.row(k);
                     out.iter_mut().zip(crow).for_each(|(o, &v)| *o += z * v);
                 }
             }

@@ -59,7 +59,7 @@ pub const F64_TOLERANCE: f64 = 1e-9;
 pub fn butterfly_permutation(t: &ComplexMatrix, tol: f64) -> Result<Option<Vec<usize>>> {
     let n = t.n();
     check_power_of_two("identify.butterfly_permutation", n)?;
-    let groups = (0..n).map(|r| Group { index: vec![r], rows: vec![row(t, r)] }).collect();
+    let groups = (0..n).map(|r| Group { index: vec![r], rows: vec![t.row(r).to_vec()] }).collect();
     Ok(split(groups, (0..n).collect(), tol))
 }
 
@@ -115,21 +115,16 @@ pub fn factor_permutation(t: &ComplexMatrix, outer: &ComplexMatrix, tol: f64) ->
                 format!("a block mixing {} rows into {}", index.len(), t_rows.len()),
             ));
         }
-        groups.push(Group { index, rows: t_rows.iter().map(|&r| row(t, r)).collect() });
+        groups.push(Group { index, rows: t_rows.iter().map(|&r| t.row(r).to_vec()).collect() });
     }
     Ok(split(groups, (0..n).collect(), tol))
-}
-
-fn row(t: &ComplexMatrix, r: usize) -> Vec<Complex64> {
-    let n = t.n();
-    t.as_slice()[r * n..(r + 1) * n].to_vec()
 }
 
 /// Whether `t` is a butterfly as it stands (no permutation), within `tol` (relative): the
 /// rank-one structure of the module docs on the natural halves of every level.
 pub fn is_butterfly(t: &ComplexMatrix, tol: f64) -> bool {
     let n = t.n();
-    n.is_power_of_two() && n >= 2 && is_butterfly_rows((0..n).map(|r| row(t, r)).collect(), tol)
+    n.is_power_of_two() && n >= 2 && is_butterfly_rows((0..n).map(|r| t.row(r).to_vec()).collect(), tol)
 }
 
 /// The twiddles (`(re, im)`, `[L, N/2, 2, 2]` as [`super::butterfly`] lays them out) of `t`
@@ -146,7 +141,7 @@ pub fn butterfly_twiddles(t: &ComplexMatrix) -> Option<(Vec<f64>, Vec<f64>)> {
     }
     let log_n = n.trailing_zeros() as usize;
     let mut tw = vec![Complex64::new(0.0, 0.0); log_n * n * 2];
-    read_twiddles((0..n).map(|r| row(t, r)).collect(), 0, n, &mut tw)?;
+    read_twiddles((0..n).map(|r| t.row(r).to_vec()).collect(), 0, n, &mut tw)?;
     Some(tw.iter().map(|z| (z.re, z.im)).unzip())
 }
 

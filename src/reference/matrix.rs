@@ -60,6 +60,11 @@ impl ComplexMatrix {
         self.data[r * self.n + c]
     }
 
+    /// Row `r`'s entries.
+    pub fn row(&self, r: usize) -> &[Complex64] {
+        &self.data[r * self.n..(r + 1) * self.n]
+    }
+
     /// Row-major entries.
     pub fn as_slice(&self) -> &[Complex64] {
         &self.data
