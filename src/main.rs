@@ -90,7 +90,7 @@ struct TrainArgs {
     #[arg(long, value_enum, default_value = "dft")]
     target: TargetKind,
     /// Kernel of the circulant target, comma-separated (length N).
-    #[arg(long, value_delimiter = ',')]
+    #[arg(long, value_delimiter = ',', allow_hyphen_values = true)]
     kernel: Vec<f64>,
     /// Seed of the random initial weights (restart r uses seed + r).
     #[arg(long)]

@@ -223,11 +223,12 @@ fn a_run_that_misses_its_bar_exits_non_zero_saying_so() {
     let args: Vec<&str> = dct.iter().map(String::as_str).collect();
     refused(&args, &[], &["error: train: dct2 at N = 8", "is above the bar"]);
     // A model class chosen with --model that cannot represent the target (the circulant as
-    // one butterfly) misses its bar and says which class it was.
+    // one butterfly) misses its bar and says which class it was. (The kernel starts with a
+    // negative number, which is a value, not a flag.)
     let bp = train_args(
         &dir.join("bp"),
         8,
-        &["--target", "circulant", "--kernel", "1,2,3,4,5,6,7,8", "--model", "bp", "--restarts", "0"],
+        &["--target", "circulant", "--kernel", "-1,2,-3,4,5,6,7,8", "--model", "bp", "--restarts", "0"],
     );
     let args: Vec<&str> = bp.iter().map(String::as_str).collect();
     refused(&args, &[], &["error: train: circulant at N = 8", "is above the bar", "model BP from --model", "BPBP"]);
