@@ -305,13 +305,15 @@ pub fn forward<R: CubeRuntime, F: FloatElement>(
 ) -> CubeTensor<R> {
     let dims = x_re.meta.shape().clone();
     let (batch, n) = (dims[0], dims[1]);
-    let (x, tw) = (Split::new(x_re, x_im), Split::new(tw_re, tw_im));
+    let x = Split::new(x_re, x_im);
     let passes = device_passes::<R, F>(n, &x.re.device).expect("butterfly forward: the caller checks fused_supported");
     if passes.len() == 1 {
         if let Some(cfg) = radix_config::<R, F>(n, &x.re.device, order.order) {
-            return radix::forward::<R, F>(&x, &tw, batch, order, cfg);
+            // The relayout reads the twiddles through their strides (no copy first).
+            return radix::forward::<R, F>(&x, (&tw_re, &tw_im), batch, order, cfg);
         }
     }
+    let tw = Split::new(tw_re, tw_im);
     let tw = planar_split::<R, F>(&tw, n / 2);
     let mut y = launch_pass::<R, F>(&passes[0], &x, &tw, batch, order);
     for pass in &passes[1..] {
@@ -320,22 +322,24 @@ pub fn forward<R: CubeRuntime, F: FloatElement>(
     y
 }
 
-/// [`radix::LOG_ELEMS_VAR`] as a number, read once per process (the forward's launcher asks on
+/// An environment variable as a number, read once per process (the forward's launcher asks on
 /// every call).
-fn log_elems_override() -> Option<usize> {
-    static OVERRIDE: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
-    *OVERRIDE.get_or_init(|| std::env::var(radix::LOG_ELEMS_VAR).ok().and_then(|v| v.parse::<usize>().ok()))
+fn env_override(cell: &'static std::sync::OnceLock<Option<usize>>, var: &str) -> Option<usize> {
+    *cell.get_or_init(|| std::env::var(var).ok().and_then(|v| v.parse::<usize>().ok()))
 }
 
 /// The register-resident forward's configuration for `n` on `device`, where it runs.
 fn radix_config<R: CubeRuntime, F: FloatElement>(n: usize, device: &R::Device, order: Order) -> Option<RadixConfig> {
+    static LOG_ELEMS: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
+    static LOG_GROUP: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
     let client = R::client(device);
     let props = client.properties().hardware.clone();
     let (units, shared) = (props.max_units_per_cube as usize, props.max_shared_memory_size);
-    let log_elems = match log_elems_override() {
+    let (log_elems, log_group) = match env_override(&LOG_ELEMS, radix::LOG_ELEMS_VAR) {
         Some(0) => return None,
-        Some(log_elems) => log_elems,
+        Some(log_elems) => (log_elems, log_elems),
         None => radix::default_log_elems(R::name(&client), n)?,
     };
-    RadixConfig::with_elems(n, std::mem::size_of::<F>(), units, shared, order, log_elems)
+    let log_group = env_override(&LOG_GROUP, radix::LOG_GROUP_VAR).unwrap_or(log_group);
+    RadixConfig::with_elems(n, std::mem::size_of::<F>(), units, shared, order, (log_elems, log_group))
 }

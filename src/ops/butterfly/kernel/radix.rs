@@ -1,30 +1,35 @@
-//! The register-resident forward for one-pass sizes: each thread holds a group of up to five
-//! stages' worth of elements in registers, so the signal crosses shared memory once per group
-//! instead of once per stage.
+//! The register-resident forward for one-pass sizes: each thread holds up to 32 elements in
+//! registers and runs groups of stages on them, so the signal crosses shared memory once per
+//! group instead of once per stage.
 //!
 //! ## Mapping
 //! A cube holds `2^B` elements of shared memory (`B = log2 rows + log2 n`; a cube index `I`
-//! is `row · n + i`). The `log2 n` stages are split into groups of at most `log2 E` stages
-//! (`E` elements per thread). For a group of stages `[b0, b0 + g)`, a thread holds the
-//! `r = 2^g` elements that differ only in those bits, for `E / r` instances: its free index
-//! `f = t + q · threads` is deposited into the other bits of `I`, lane bits first.
+//! is `row · n + i`). The `log2 n` stages are split into groups of at most `log_group` stages.
+//! For a group of stages `[b0, b0 + g)`, a thread holds the `r = 2^g` elements that differ only
+//! in those bits, for `E / r` instances (`E` elements per thread): its free index
+//! `f = t + q · threads` is deposited into the other bits of `I`, lane bits first, the instance
+//! bits last (row bits where the cube has them).
 //! - **Shared memory without bank conflicts.** Element `I` lives at `I ^ fold(I)`, where `fold`
 //!   xors the 5-bit chunks above the lowest, so bit `p` of `I` moves bank bit `p mod 5`. The
 //!   32 lanes of a warp take five free bits with distinct residues mod 5 (the smallest free bit
 //!   of each residue), so every shared-memory access of a warp touches 32 distinct banks. The
 //!   same swizzle makes the coalesced load and store conflict-free, bit reversal included.
+//! - **Global memory straight to registers.** With the bit reversal, the first group's lanes
+//!   are the five highest column bits (the five lowest of the source), so it loads coalesced from
+//!   global memory into registers; where the last group leaves the five lowest column bits free,
+//!   it stores coalesced from registers. Only the rounds between groups use shared memory.
 //! - **Coalesced twiddles.** For a stage `p` of group `G`, the forward reads the twiddles
-//!   relaid by [`radix_twiddles`]: block `k` (the butterfly at index `i0`, bit `p` clear) sits at
-//!   `compress(i0, outside G) + compress(i0, G \ {p}) · 2^(log2 n − g)`. A warp's lanes differ
-//!   in the lowest free bits, so each of its twiddle loads is one contiguous line, and the
-//!   thread's pairs add a constant offset.
+//!   relaid by [`radix_twiddles`]: block `k` sits at its column bits outside `G` in the group's
+//!   lane-first order, then the group's other bits above. A warp's lanes are the lowest of
+//!   those, so each of its twiddle loads is one contiguous line.
 //! - **Twiddle reuse.** A thread's instances differ in row bits (where the cube holds enough
-//!   rows): each twiddle block is loaded once and applied to all of them.
+//!   rows): each twiddle block is loaded once and applied to all of them (groups smaller than
+//!   the thread's elements trade more shared-memory rounds for more rows per load).
 
 use burn_cubecl::{tensor::CubeTensor, CubeRuntime, FloatElement};
 use cubecl::{prelude::*, CubeDim};
 
-use super::{reverse_bits, InputOrder, Order, Split, SplitInput, TwiddleTables};
+use super::{reverse_bits, InputOrder, Order, Split, SplitInput, TwiddleTables, TwiddleTablesLaunch};
 use crate::ops::cubecl::{empty, grid};
 
 /// Largest group of stages a thread holds (2^5 = 32 complex elements: 64 registers).
@@ -32,21 +37,24 @@ pub(crate) const MAX_LOG_ELEMS: usize = 5;
 /// The environment variable that overrides [`default_log_elems`] (1 … 5; 0 turns the
 /// register-resident forward off, for comparisons): read by the forward's launcher.
 pub(crate) const LOG_ELEMS_VAR: &str = "LEARNED_FFT_RADIX_LOG_ELEMS";
+/// The environment variable that overrides the most stages per group (1 … the elements' log2;
+/// by default as many as the elements allow, or [`default_log_elems`]' choice).
+pub(crate) const LOG_GROUP_VAR: &str = "LEARNED_FFT_RADIX_LOG_GROUP";
 
-/// log2 of the elements a thread holds per group on runtime `runtime` (CubeCL's name for it)
-/// at size `n`, or `None` where the shared-memory forward is faster. Measured on an NVIDIA H200
-/// (forward, 256 MiB of complex f32, medians of 20 calls, one run; GB/s of the previous forward
-/// → this one): on CUDA, 8 elements at N = 64 (1033 → 1249) and 4096 (496 → 645), 16 at
-/// N = 256 … 2048 (831 → 1322 at 512, 653 → 852 at 1024, 578 → 854 at 2048); 32 elements were
-/// no better than 16 at any size. Through Vulkan (wgpu) the larger register arrays are slower than
-/// the shared-memory forward from N = 512 on (at 2048: 429 with it, 364 with 8 elements, 219
-/// with 16), so there it holds 8 elements up to N = 256 (433 → 551 at N = 64) and is off above.
-pub(crate) fn default_log_elems(runtime: &str, n: usize) -> Option<usize> {
+/// log2 of the elements a thread holds and the most stages per group, on runtime `runtime`
+/// (CubeCL's name for it) at size `n`, or `None` where the shared-memory forward is faster.
+/// Measured on an NVIDIA H200 (forward, 256 MiB of complex f32, one run, every pair of 8…32
+/// elements and 2…5 stages; GB/s of the shared-memory forward → this choice): on CUDA 32 elements
+/// in groups of 2 stages (eight rows share each twiddle block) at N = 256 (1022 → 1252) and 4096
+/// (458 → 857), in groups of 4 at N = 1024 (626 → 1254); through Vulkan (wgpu), where the larger
+/// register arrays are slower than the shared-memory forward, 8 elements in groups of 3 (401 →
+/// 724 at N = 256, 452 → 593 at 1024, 333 → 481 at 4096).
+pub(crate) fn default_log_elems(runtime: &str, n: usize) -> Option<(usize, usize)> {
     match (runtime, n) {
-        ("cuda", 128..=2048) => Some(4),
-        ("cuda", _) => Some(3),
-        (_, ..=256) => Some(3),
-        _ => None,
+        ("cuda", ..=64) => Some((3, 3)),
+        ("cuda", 1024..=2048) => Some((5, 4)),
+        ("cuda", _) => Some((5, 2)),
+        _ => Some((3, 3)),
     }
 }
 /// Shared memory a cube fills (32 KiB: Metal's limit, which every wgpu and CUDA device offers).
@@ -63,23 +71,31 @@ pub(crate) struct RadixConfig {
     pub log_rows: usize,
     /// log2 of the elements a thread holds per group.
     pub log_elems: usize,
+    /// Most stages in one group (at most `log_elems`): a thread holds `2^(log_elems − g)`
+    /// instances of a group of `g` stages, rows apart where the cube has the rows, so each
+    /// twiddle block it loads serves that many rows.
+    pub log_group: usize,
     /// How the input is ordered.
     pub order: Order,
 }
 
 impl RadixConfig {
-    /// The configuration for `n` with `2^log_elems` elements per thread on a device with
-    /// `max_units` threads and `max_shared` bytes per cube, in `elem`-byte floats; `None` where
-    /// a row does not fit one cube.
+    /// The configuration for `n` with `2^log_elems` elements per thread in groups of at most
+    /// `log_group` stages on a device with `max_units` threads and `max_shared` bytes per cube,
+    /// in `elem`-byte floats; `None` where a row does not fit one cube.
     pub fn with_elems(
         n: usize,
         elem: usize,
         max_units: usize,
         max_shared: usize,
         order: Order,
-        log_elems: usize,
+        (log_elems, log_group): (usize, usize),
     ) -> Option<Self> {
-        if !n.is_power_of_two() || n < 2 || !(1..=MAX_LOG_ELEMS).contains(&log_elems) {
+        if !n.is_power_of_two()
+            || n < 2
+            || !(1..=MAX_LOG_ELEMS).contains(&log_elems)
+            || !(1..=log_elems).contains(&log_group)
+        {
             return None;
         }
         let log_n = n.trailing_zeros() as usize;
@@ -91,7 +107,7 @@ impl RadixConfig {
         if log_cube < log_n.max(MIN_LOG_CUBE) || log_cube < log_elems {
             return None;
         }
-        let cfg = RadixConfig { log_n, log_rows: log_cube - log_n, log_elems, order };
+        let cfg = RadixConfig { log_n, log_rows: log_cube - log_n, log_elems, log_group, order };
         (cfg.threads() <= max_units && cfg.threads() >= 1).then_some(cfg)
     }
 
@@ -107,7 +123,7 @@ impl RadixConfig {
 
     /// Groups of stages.
     pub fn groups(&self) -> usize {
-        self.log_n.div_ceil(self.log_elems.min(self.log_n))
+        self.log_n.div_ceil(self.log_group.min(self.log_n))
     }
 
     /// Group `i`: its first stage and its number of stages (groups balanced, larger first).
@@ -124,12 +140,17 @@ impl RadixConfig {
 
     /// The bits of the cube index a thread's free index fills in group `i`, in order: five lane
     /// bits with distinct residues mod 5 (where the cube has ten bits), then the rest ascending.
+    /// Where the first group loads straight from global memory ([`Self::direct_load`]) its lanes
+    /// are the five highest column bits, highest first, which the bit reversal makes the five
+    /// lowest of the source: consecutive lanes read consecutive floats.
     pub fn free_order(&self, i: usize) -> Vec<usize> {
         let (b0, g) = self.group(i);
         let bits = self.log_cube();
         let free: Vec<usize> = (0..bits).filter(|p| !(b0..b0 + g).contains(p)).collect();
         let mut lanes = Vec::new();
-        if bits >= 10 {
+        if i == 0 && self.direct_load() {
+            lanes.extend((self.log_n - 5..self.log_n).rev());
+        } else if bits >= 10 {
             for residue in 0..5 {
                 if let Some(&p) = free.iter().find(|&&p| p % 5 == residue) {
                     lanes.push(p);
@@ -139,6 +160,33 @@ impl RadixConfig {
         }
         let rest = free.iter().copied().filter(|p| !lanes.contains(p));
         lanes.iter().copied().chain(rest).collect()
+    }
+
+    /// Whether the first group reads its elements from global memory into registers (no
+    /// staging through shared memory): for a bit-reversed input whose five highest column bits
+    /// lie outside the first group.
+    pub fn direct_load(&self) -> bool {
+        self.order == Order::BitReversed && self.log_cube() >= 10 && self.log_n >= 5 + self.group(0).1
+    }
+
+    /// Whether the last group writes its elements from registers to global memory: where the
+    /// five lowest column bits lie outside it (its lanes are then those bits, so consecutive lanes
+    /// write consecutive floats).
+    pub fn direct_store(&self) -> bool {
+        let last = self.groups() - 1;
+        self.groups() >= 2 && self.group(last).0 >= 5 && self.free_order(last)[..5] == [0, 1, 2, 3, 4]
+    }
+
+    /// The column bits (below `log_n`) of group `i`'s free index, in its order: the twiddle
+    /// address of a block holds them in this order, so a warp's lanes read consecutive entries.
+    pub fn column_order(&self, i: usize) -> Vec<usize> {
+        self.free_order(i).into_iter().filter(|&p| p < self.log_n).collect()
+    }
+
+    /// Where bit `j` of group `i`'s free index goes in the twiddle address (`None` for a row bit).
+    pub fn address_bit(&self, i: usize, j: usize) -> Option<usize> {
+        let order = self.free_order(i);
+        (order[j] < self.log_n).then(|| order[..j].iter().filter(|&&p| p < self.log_n).count())
     }
 
     /// Bit `j` of the free index of group `i` goes to this bit of the cube index.
@@ -169,11 +217,13 @@ impl RadixConfig {
     }
 
     /// The twiddle address (within a stage) of the butterfly at row index `i0` (bit `p` clear)
-    /// of stage `p` in group `(b0, g)`: the bits outside the group, then the group's other bits.
+    /// of stage `p` in group `i`: the column bits outside the group in [`Self::column_order`],
+    /// then the group's other bits.
     #[cfg(test)]
     pub fn twiddle_address(&self, i0: usize, p: usize) -> usize {
-        let (b0, g) = self.group_of(p);
-        let outside = (i0 & ((1 << b0) - 1)) | ((i0 >> (b0 + g)) << b0);
+        let i = self.group_of(p);
+        let (b0, g) = self.group(i);
+        let outside: usize = self.column_order(i).iter().enumerate().map(|(r, &q)| ((i0 >> q) & 1) << r).sum();
         let inside = (i0 >> b0) & ((1 << g) - 1);
         let s = p - b0;
         let inside = (inside & ((1 << s) - 1)) | ((inside >> (s + 1)) << s);
@@ -182,8 +232,8 @@ impl RadixConfig {
 
     /// The group holding stage `p`.
     #[cfg(test)]
-    pub fn group_of(&self, p: usize) -> (usize, usize) {
-        (0..self.groups()).map(|i| self.group(i)).find(|&(b0, g)| (b0..b0 + g).contains(&p)).unwrap_or((0, 1))
+    pub fn group_of(&self, p: usize) -> usize {
+        (0..self.groups()).find(|&i| (self.group(i).0..self.group(i).0 + self.group(i).1).contains(&p)).unwrap_or(0)
     }
 }
 
@@ -234,12 +284,23 @@ fn swizzled(index: usize, #[comptime] cfg: RadixConfig) -> usize {
     }
 }
 
-/// The twiddle address of the pair whose row bits outside group `gi` are those of `i0`.
+/// The twiddle address of the blocks of instance `f` of group `gi` outside the group's bits: its
+/// column bits in [`RadixConfig::column_order`].
 #[cube]
-fn outside_address(i0: usize, #[comptime] cfg: RadixConfig, #[comptime] gi: usize) -> usize {
-    let b0 = comptime![cfg.group(gi).0];
-    let g = comptime![cfg.group(gi).1];
-    (i0 & comptime![(1usize << b0) - 1]) | ((i0 >> comptime![b0 + g]) << b0)
+fn outside_address(f: usize, #[comptime] cfg: RadixConfig, #[comptime] gi: usize) -> usize {
+    let mut address = 0;
+    #[unroll]
+    for j in 0..comptime![cfg.free_bits(gi)] {
+        if comptime![cfg.address_bit(gi, j).is_some()] {
+            address |= ((f >> j) & 1) << comptime![cfg.address_bit(gi, j).unwrap_or(0)];
+        }
+    }
+    address
+}
+
+/// `bits`-bit reversal of a comptime value.
+fn reversed(i: usize, bits: usize) -> usize {
+    (0..bits).map(|b| ((i >> b) & 1) << (bits - 1 - b)).sum()
 }
 
 /// One cube transforms `2^log_rows` consecutive rows: coalesced load (permuted on the way into
@@ -270,31 +331,35 @@ pub(crate) fn butterfly_radix_kernel<F: Float>(
     }
     let t = UNIT_POS_X as usize;
 
-    // Coalesced load: element j of a row goes to slot rev(j), inv(j) (the table's second half)
-    // or j.
-    #[unroll]
-    for q in 0..elems {
-        let index = t + q * threads;
-        let row = first_row + (index >> log_n);
-        let j = index & comptime![n - 1];
-        let mut re = F::new(0.0);
-        let mut im = F::new(0.0);
-        if row < batch {
-            re = x.re[row * n + j];
-            im = x.im[im_offset + row * n + j];
+    let last = comptime![cfg.groups() - 1];
+    if comptime![!cfg.direct_load()] {
+        // Coalesced load: element j of a row goes to slot rev(j), inv(j) (the table's second
+        // half) or j.
+        #[unroll]
+        for q in 0..elems {
+            let index = t + q * threads;
+            let row = first_row + (index >> log_n);
+            let j = index & comptime![n - 1];
+            let mut re = F::new(0.0);
+            let mut im = F::new(0.0);
+            if row < batch {
+                re = x.re[row * n + j];
+                im = x.im[im_offset + row * n + j];
+            }
+            let mut i = j;
+            if comptime![cfg.order == Order::Table] {
+                i = order[n + j] as usize;
+            } else if comptime![cfg.order == Order::BitReversed] {
+                i = reverse_bits(j, log_n);
+            }
+            let slot = swizzled((index >> log_n << log_n) | i, cfg);
+            s_re[slot] = re;
+            s_im[slot] = im;
         }
-        let mut i = j;
-        if comptime![cfg.order == Order::Table] {
-            i = order[n + j] as usize;
-        } else if comptime![cfg.order == Order::BitReversed] {
-            i = reverse_bits(j, log_n);
-        }
-        let slot = swizzled((index >> log_n << log_n) | i, cfg);
-        s_re[slot] = re;
-        s_im[slot] = im;
+        sync_cube();
     }
-    sync_cube();
 
+    let plane = batch * n;
     let mut vr = Array::<F>::new(elems);
     let mut vi = Array::<F>::new(elems);
     #[unroll]
@@ -304,14 +369,36 @@ pub(crate) fn butterfly_radix_kernel<F: Float>(
         let r = comptime![1usize << g];
         let instances = comptime![cfg.instances(gi)];
         let shares = comptime![cfg.shares_twiddles(gi)];
-        #[unroll]
-        for q in 0..instances {
-            let base = deposit(t + q * threads, cfg, gi);
+        if comptime![gi == 0 && cfg.direct_load()] {
+            // Straight from global memory: element e of the instance sits at column
+            // rev(base | e) = rev(base) | rev(e) of its row (b0 = 0).
             #[unroll]
-            for e in 0..r {
-                let slot = swizzled(base | (e << b0), cfg);
-                vr[q * r + e] = s_re[slot];
-                vi[q * r + e] = s_im[slot];
+            for q in 0..instances {
+                let base = deposit(t + q * threads, cfg, gi);
+                let row = first_row + (base >> log_n);
+                let src = row * n + reverse_bits(base & comptime![n - 1], log_n);
+                #[unroll]
+                for e in 0..r {
+                    let mut re = F::new(0.0);
+                    let mut im = F::new(0.0);
+                    if row < batch {
+                        re = x.re[src + comptime![reversed(e, log_n)]];
+                        im = x.im[im_offset + src + comptime![reversed(e, log_n)]];
+                    }
+                    vr[q * r + e] = re;
+                    vi[q * r + e] = im;
+                }
+            }
+        } else {
+            #[unroll]
+            for q in 0..instances {
+                let base = deposit(t + q * threads, cfg, gi);
+                #[unroll]
+                for e in 0..r {
+                    let slot = swizzled(base | (e << b0), cfg);
+                    vr[q * r + e] = s_re[slot];
+                    vi[q * r + e] = s_im[slot];
+                }
             }
         }
         #[unroll]
@@ -325,8 +412,7 @@ pub(crate) fn butterfly_radix_kernel<F: Float>(
                 let e1 = comptime![e0 + (1usize << s)];
                 let inside = comptime![pair << (log_n - g)];
                 if comptime![shares] {
-                    let base = deposit(t, cfg, gi);
-                    let w = stage_base + (outside_address(base & comptime![n - 1], cfg, gi) | inside);
+                    let w = stage_base + (outside_address(t, cfg, gi) | inside);
                     #[unroll]
                     for q in 0..instances {
                         apply(&mut vr, &mut vi, q * r + e0, q * r + e1, twiddles, w, half_n);
@@ -334,47 +420,69 @@ pub(crate) fn butterfly_radix_kernel<F: Float>(
                 } else {
                     #[unroll]
                     for q in 0..instances {
-                        let base = deposit(t + q * threads, cfg, gi);
-                        let w = stage_base + (outside_address(base & comptime![n - 1], cfg, gi) | inside);
+                        let w = stage_base + (outside_address(t + q * threads, cfg, gi) | inside);
                         apply(&mut vr, &mut vi, q * r + e0, q * r + e1, twiddles, w, half_n);
                     }
                 }
             }
         }
-        #[unroll]
-        for q in 0..instances {
-            let base = deposit(t + q * threads, cfg, gi);
+        if comptime![gi == last && cfg.direct_store()] {
+            // Straight to global memory: the five lowest column bits are the lanes.
             #[unroll]
-            for e in 0..r {
-                let slot = swizzled(base | (e << b0), cfg);
-                s_re[slot] = vr[q * r + e];
-                s_im[slot] = vi[q * r + e];
+            for q in 0..instances {
+                let base = deposit(t + q * threads, cfg, gi);
+                let row = first_row + (base >> log_n);
+                if row < batch {
+                    let dst = row * n + (base & comptime![n - 1]);
+                    #[unroll]
+                    for e in 0..r {
+                        output[dst + comptime![e << b0]] = vr[q * r + e];
+                        output[plane + dst + comptime![e << b0]] = vi[q * r + e];
+                    }
+                }
             }
+        } else {
+            #[unroll]
+            for q in 0..instances {
+                let base = deposit(t + q * threads, cfg, gi);
+                #[unroll]
+                for e in 0..r {
+                    let slot = swizzled(base | (e << b0), cfg);
+                    s_re[slot] = vr[q * r + e];
+                    s_im[slot] = vi[q * r + e];
+                }
+            }
+            sync_cube();
         }
-        sync_cube();
     }
 
-    let plane = batch * n;
-    #[unroll]
-    for q in 0..elems {
-        let index = t + q * threads;
-        let row = first_row + (index >> log_n);
-        if row < batch {
-            let dst = row * n + (index & comptime![n - 1]);
-            let slot = swizzled(index, cfg);
-            output[dst] = s_re[slot];
-            output[plane + dst] = s_im[slot];
+    if comptime![!cfg.direct_store()] {
+        #[unroll]
+        for q in 0..elems {
+            let index = t + q * threads;
+            let row = first_row + (index >> log_n);
+            if row < batch {
+                let dst = row * n + (index & comptime![n - 1]);
+                let slot = swizzled(index, cfg);
+                output[dst] = s_re[slot];
+                output[plane + dst] = s_im[slot];
+            }
         }
     }
 }
 
-/// `[log2 n, n/2, 2, 2]` → `[log2 n, 4, n/2]`, each stage's blocks at their
-/// [`RadixConfig::twiddle_address`], one element per unit.
+/// `[log2 n, n/2, 2, 2]` (any strides) → `[log2 n, 4, n/2]` (contiguous), each stage's blocks
+/// at their [`RadixConfig::twiddle_address`], both tables in one launch, one entry per unit.
 #[cube(launch_unchecked)]
-fn radix_twiddles_kernel<F: Float>(input: &Tensor<F>, output: &mut Tensor<F>, #[comptime] cfg: RadixConfig) {
+fn radix_twiddles_kernel<F: Float>(
+    input: &TwiddleTables<F>,
+    out_re: &mut Tensor<F>,
+    out_im: &mut Tensor<F>,
+    #[comptime] cfg: RadixConfig,
+) {
     let half_n = comptime![1usize << (cfg.log_n - 1)];
     let o = CUBE_POS * comptime![RELAYOUT_THREADS] + UNIT_POS_X as usize;
-    if o >= output.len() {
+    if o >= out_re.len() {
         terminate!();
     }
     let a = o % half_n;
@@ -391,48 +499,64 @@ fn radix_twiddles_kernel<F: Float>(input: &Tensor<F>, output: &mut Tensor<F>, #[
             let s = stage - b0;
             let outside = a & comptime![(1usize << (cfg.log_n - g)) - 1];
             let inside = a >> comptime![cfg.log_n - g];
-            // The group's bits of i0: `inside` with a zero inserted at bit s.
+            // The group's bits of i0: `inside` with a zero inserted at bit s; the others are
+            // the address's low bits in the group's column order.
             let group_bits = ((inside >> s) << (s + 1)) | (inside & ((1usize << s) - 1));
-            let i0 =
-                (outside & comptime![(1usize << b0) - 1]) | (group_bits << b0) | ((outside >> b0) << comptime![b0 + g]);
+            let mut i0 = group_bits << b0;
+            #[unroll]
+            for r in 0..comptime![cfg.log_n - g] {
+                i0 |= ((outside >> r) & 1) << comptime![cfg.column_order(gi)[r]];
+            }
             k = ((i0 >> (stage + 1)) << stage) | (i0 & ((1usize << stage) - 1));
         }
     }
-    output[o] = input[(stage * half_n + k) * 4 + c];
+    let (row, col) = (c >> 1, c & 1);
+    let at_re =
+        stage * input.re.stride(0) + k * input.re.stride(1) + row * input.re.stride(2) + col * input.re.stride(3);
+    let at_im =
+        stage * input.im.stride(0) + k * input.im.stride(1) + row * input.im.stride(2) + col * input.im.stride(3);
+    out_re[o] = input.re[at_re];
+    out_im[o] = input.im[at_im];
 }
 
 /// Threads per cube of [`radix_twiddles_kernel`].
 const RELAYOUT_THREADS: usize = 256;
 
-/// One twiddle table (`[log2 n, n/2, 2, 2]`, contiguous) relaid for [`butterfly_radix_kernel`].
-fn radix_twiddles<R: CubeRuntime, F: FloatElement>(tw: &CubeTensor<R>, cfg: RadixConfig) -> CubeTensor<R> {
-    let len = tw.meta.shape().num_elements();
-    let output = empty::<R, F>(tw, vec![len]);
-    // SAFETY: units past `len` are masked; every read index is below `len` by construction.
+/// Both twiddle tables (`[log2 n, n/2, 2, 2]`, any strides) relaid for
+/// [`butterfly_radix_kernel`], in one launch.
+fn radix_twiddles<R: CubeRuntime, F: FloatElement>(
+    (re, im): (&CubeTensor<R>, &CubeTensor<R>),
+    cfg: RadixConfig,
+) -> Split<R> {
+    let len = re.meta.shape().num_elements();
+    let (out_re, out_im) = (empty::<R, F>(re, vec![len]), empty::<R, F>(re, vec![len]));
+    // SAFETY: units past `len` are masked; every read is at the strided offset of an in-bounds
+    // 4-D index (stage < log2 n, block < n/2, entry < 4).
     unsafe {
         radix_twiddles_kernel::launch_unchecked::<F, R>(
-            &tw.client,
+            &re.client,
             grid(len.div_ceil(RELAYOUT_THREADS)),
             CubeDim::new_1d(RELAYOUT_THREADS as u32),
-            tw.clone().into_tensor_arg(),
-            output.clone().into_tensor_arg(),
+            TwiddleTablesLaunch::new(re.clone().into_tensor_arg(), im.clone().into_tensor_arg()),
+            out_re.clone().into_tensor_arg(),
+            out_im.clone().into_tensor_arg(),
             cfg,
         );
     }
-    output
+    Split::new(out_re, out_im)
 }
 
-/// Launches the register-resident forward: `x` `[batch, n]`, twiddles `[log2 n, n/2, 2, 2]`
-/// (contiguous) → packed `[2, batch, n]`.
+/// Launches the register-resident forward: `x` `[batch, n]` (contiguous), twiddles
+/// `[log2 n, n/2, 2, 2]` (any strides) → packed `[2, batch, n]`.
 pub(crate) fn forward<R: CubeRuntime, F: FloatElement>(
     x: &Split<R>,
-    tw: &Split<R>,
+    tw: (&CubeTensor<R>, &CubeTensor<R>),
     batch: usize,
     order: &InputOrder<R>,
     cfg: RadixConfig,
 ) -> CubeTensor<R> {
     let n = 1usize << cfg.log_n;
-    let tables = Split::new(radix_twiddles::<R, F>(&tw.re, cfg), radix_twiddles::<R, F>(&tw.im, cfg));
+    let tables = radix_twiddles::<R, F>(tw, cfg);
     let output = empty::<R, F>(&x.re, vec![2, batch, n]);
     let cubes = batch.div_ceil(1 << cfg.log_rows);
     // SAFETY: rows past the batch are masked; shared-memory indices stay below 2^log_cube
@@ -456,11 +580,17 @@ pub(crate) fn forward<R: CubeRuntime, F: FloatElement>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ops::butterfly::Permutation;
 
     fn configs() -> impl Iterator<Item = RadixConfig> {
         (1..=12).flat_map(|log_n| {
-            (1..=MAX_LOG_ELEMS)
-                .filter_map(move |e| RadixConfig::with_elems(1 << log_n, 4, 1024, 48 << 10, Order::BitReversed, e))
+            (1..=MAX_LOG_ELEMS).flat_map(move |e| {
+                (1..=e).flat_map(move |g| {
+                    [Order::BitReversed, Order::Natural]
+                        .into_iter()
+                        .filter_map(move |o| RadixConfig::with_elems(1 << log_n, 4, 1024, 48 << 10, o, (e, g)))
+                })
+            })
         })
     }
 
@@ -526,5 +656,168 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Group 0 of a direct load: its lanes read consecutive source columns (the bit reversal
+    /// of its lane bits); the last group of a direct store: its lanes write consecutive columns.
+    /// In every group the lanes' column bits are the twiddle address's lowest bits, in order.
+    #[test]
+    fn direct_loads_stores_and_twiddles_are_coalesced() {
+        let mut direct = (0, 0);
+        for cfg in configs() {
+            let n = 1usize << cfg.log_n;
+            if cfg.direct_load() {
+                direct.0 += 1;
+                let columns: Vec<usize> = (0..32usize)
+                    .map(|f| {
+                        let base: usize = (0..5).map(|j| ((f >> j) & 1) << cfg.position(0, j)).sum();
+                        reversed(base & (n - 1), cfg.log_n)
+                    })
+                    .collect();
+                assert!(columns.windows(2).all(|w| w[1] == w[0] + 1), "{cfg:?}: {columns:?}");
+            }
+            if cfg.direct_store() {
+                direct.1 += 1;
+                let last = cfg.groups() - 1;
+                assert_eq!(cfg.free_order(last)[..5], [0, 1, 2, 3, 4], "{cfg:?}");
+            }
+            for gi in 0..cfg.groups() {
+                let lanes = cfg.free_bits(gi).min(5);
+                let bits: Vec<usize> = (0..lanes).filter_map(|j| cfg.address_bit(gi, j)).collect();
+                assert!(bits.iter().enumerate().all(|(r, &b)| r == b), "{cfg:?} group {gi}: {bits:?}");
+            }
+        }
+        assert!(direct.0 > 0 && direct.1 > 0, "no configuration loads or stores directly: {direct:?}");
+    }
+
+    /// Every configuration (elements and group sizes, the three orders, N = 2 … 4096) against
+    /// the dense product of the stages in f64, on the wgpu device: a batch that ends in a
+    /// partial cube. Skipped without an adapter (the integration suite's wgpu tests say why).
+    #[test]
+    fn every_configuration_matches_the_stages_on_wgpu() {
+        use crate::backend::WgpuBackend;
+        use burn::tensor::{Tensor, TensorPrimitive};
+        /// f32 kernel against the f64 product, relative RMS: log2 N rounds of f32 products.
+        const F32_REL: f64 = 1e-5;
+        if crate::backend::wgpu_adapter().is_none() {
+            assert!(
+                std::env::var("LEARNED_FFT_REQUIRE_WGPU").map_or(true, |v| v != "1"),
+                "LEARNED_FFT_REQUIRE_WGPU=1 but wgpu found no adapter"
+            );
+            return;
+        }
+        type R = burn::backend::wgpu::WgpuRuntime;
+        let device = Default::default();
+        let client = <R as cubecl::Runtime>::client(&device);
+        let props = client.properties().hardware.clone();
+        let (units, shared) = (props.max_units_per_cube as usize, props.max_shared_memory_size);
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut uniform = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed >> 11) as f64 / (1u64 << 53) as f64 - 0.5
+        };
+        // Each (elements, group) pair at two or more sizes, each order, direct loads and stores,
+        // shared and per-instance twiddles, one group and several (every configuration is a
+        // kernel of its own to compile, which costs seconds on a CPU device).
+        use Order::{BitReversed as B, Natural as Nat, Table as T};
+        let cases = [
+            (1, (3, 1), Nat),
+            (3, (5, 3), B),
+            (5, (3, 2), T),
+            (6, (3, 3), B),
+            (6, (5, 5), B),
+            (8, (4, 4), T),
+            (8, (2, 1), B),
+            (8, (5, 3), B),
+            (10, (5, 3), B),
+            (10, (4, 4), B),
+            (10, (3, 2), T),
+            (10, (5, 5), Nat),
+            (12, (4, 2), B),
+            (12, (3, 3), Nat),
+        ];
+        let mut checked = 0;
+        for (log_n, elems, order) in cases {
+            let n = 1usize << log_n;
+            let Some(cfg) = RadixConfig::with_elems(n, 4, units, shared, order, elems) else { continue };
+            let batch = (1 << cfg.log_rows) + 3;
+            let x: Vec<Vec<f64>> = (0..2).map(|_| (0..batch * n).map(|_| uniform()).collect()).collect();
+            let tw: Vec<Vec<f64>> = (0..2).map(|_| (0..log_n * n * 2).map(|_| uniform()).collect()).collect();
+            let gather: Vec<usize> = match order {
+                Order::Natural => (0..n).collect(),
+                Order::BitReversed => (0..n).map(|i| reversed(i, log_n)).collect(),
+                Order::Table => {
+                    let mut g: Vec<usize> = (0..n).collect();
+                    for i in (1..n).rev() {
+                        g.swap(i, ((uniform() + 0.5) * (i + 1) as f64) as usize % (i + 1));
+                    }
+                    g
+                }
+            };
+            let perm = match order {
+                Order::Natural => Permutation::Identity,
+                Order::BitReversed => Permutation::BitReversal,
+                Order::Table => Permutation::Gather(gather.clone()),
+            };
+            // The f64 product, one row at a time.
+            let mut want = vec![0.0; 2 * batch * n];
+            for row in 0..batch {
+                let mut v: Vec<(f64, f64)> =
+                    (0..n).map(|i| (x[0][row * n + gather[i]], x[1][row * n + gather[i]])).collect();
+                for stage in 0..log_n {
+                    for k in 0..n / 2 {
+                        let i0 = ((k >> stage) << (stage + 1)) | (k & ((1 << stage) - 1));
+                        let i1 = i0 + (1 << stage);
+                        let t = |c: usize| {
+                            let at = (stage * n / 2 + k) * 4 + c;
+                            (tw[0][at], tw[1][at])
+                        };
+                        let mul = |(ar, ai): (f64, f64), (br, bi): (f64, f64)| (ar * br - ai * bi, ar * bi + ai * br);
+                        let add = |a: (f64, f64), b: (f64, f64)| (a.0 + b.0, a.1 + b.1);
+                        let (a, b) = (v[i0], v[i1]);
+                        v[i0] = add(mul(t(0), a), mul(t(1), b));
+                        v[i1] = add(mul(t(2), a), mul(t(3), b));
+                    }
+                }
+                for (i, (re, im)) in v.into_iter().enumerate() {
+                    want[row * n + i] = re;
+                    want[batch * n + row * n + i] = im;
+                }
+            }
+            let upload = |v: &Vec<f64>| {
+                let floats: Vec<f32> = v.iter().map(|&a| a as f32).collect();
+                Tensor::<WgpuBackend, 1>::from_floats(floats.as_slice(), &device)
+            };
+            let xs = Split::new(upload(&x[0]).into_primitive().tensor(), upload(&x[1]).into_primitive().tensor());
+            // The twiddles as a layer holds them, `[log2 n, n/2, 2, 2]`; every other case
+            // through a transposed view (strides not those of a contiguous table).
+            let table = |v: &Vec<f64>| {
+                if checked % 2 == 0 {
+                    upload(v).reshape([log_n, n / 2, 2, 2])
+                } else {
+                    // Each block stored transposed, then viewed back.
+                    let t: Vec<f64> = (0..v.len()).map(|i| v[(i & !3) | ((i & 1) << 1) | ((i >> 1) & 1)]).collect();
+                    upload(&t).reshape([log_n, n / 2, 2, 2]).swap_dims(2, 3)
+                }
+            };
+            let (tw_re, tw_im) = (table(&tw[0]).into_primitive().tensor(), table(&tw[1]).into_primitive().tensor());
+            assert_eq!(tw_re.is_contiguous(), checked % 2 == 0);
+            let input_order = InputOrder::new(&perm, n, &xs.re);
+            let out = forward::<R, f32>(&xs, (&tw_re, &tw_im), batch, &input_order, cfg);
+            let got = Tensor::<WgpuBackend, 3>::from_primitive(TensorPrimitive::Float(out))
+                .into_data()
+                .convert::<f64>()
+                .into_vec::<f64>()
+                .unwrap_or_default();
+            assert_eq!(got.len(), want.len(), "{cfg:?}");
+            let num: f64 = got.iter().zip(&want).map(|(a, b)| (a - b) * (a - b)).sum();
+            let den: f64 = want.iter().map(|b| b * b).sum();
+            let rel = (num / den).sqrt();
+            assert!(rel < F32_REL, "{cfg:?}: relative RMS {rel:e} (batch {batch})");
+            checked += 1;
+        }
+        assert_eq!(checked, cases.len(), "every configuration fits 32 KiB and 1024 units");
     }
 }
