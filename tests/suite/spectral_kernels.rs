@@ -268,6 +268,37 @@ where
     }
 }
 
+/// The gradient of pred alone, or of target alone (the other input a constant: the fused
+/// backward then runs half its inverse transforms), is bitwise the one computed with both, and
+/// the constant input gets none.
+fn check_fused_one_gradient_is_the_same<B: Backend>(device: &B::Device)
+where
+    Autodiff<B>: SpectralOps<Device = B::Device>,
+{
+    type A<B> = Autodiff<B>;
+    let (batch, t) = (3, 2500);
+    for (w, hop, sc) in [(8, 2, 0.0), (256, 64, 1.0), (1024, 256, 0.5)] {
+        let cfg = SpectralLossConfig::new(w, hop).with_spectral_convergence(sc).with_kernel(KernelChoice::Fused);
+        let loss: SpectralLoss<A<B>> = cfg.init(device).unwrap();
+        let (pred, target) = (normals(61 + w as u64, batch * t), normals(62 + w as u64, batch * t));
+        let grads = |wants: (bool, bool)| {
+            let p = tensor2::<A<B>>(&pred, batch, t, device);
+            let q = tensor2::<A<B>>(&target, batch, t, device);
+            let (p, q) = (if wants.0 { p.require_grad() } else { p }, if wants.1 { q.require_grad() } else { q });
+            let g = loss.forward(p.clone(), q.clone(), Reduction::Mean).unwrap().backward();
+            (p.grad(&g).map(host), q.grad(&g).map(host))
+        };
+        let both = grads((true, true));
+        let (pred_alone, target_alone) = (grads((true, false)), grads((false, true)));
+        let bits = |v: &Option<Vec<f64>>| v.as_ref().map(|v| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>());
+        assert!(both.0.is_some() && both.1.is_some(), "W={w}: both gradients");
+        assert_eq!(bits(&pred_alone.0), bits(&both.0), "W={w}: pred's gradient alone");
+        assert!(pred_alone.1.is_none(), "W={w}: a constant target got a gradient");
+        assert_eq!(bits(&target_alone.1), bits(&both.1), "W={w}: target's gradient alone");
+        assert!(target_alone.0.is_none(), "W={w}: a constant pred got a gradient");
+    }
+}
+
 /// With H < W, the fused backward's gradient at samples covered by ≥ 2 frames equals the f64
 /// reference gradient (itself checked against finite differences in `spectral`), and is far
 /// from what an overwriting backward (the last covering frame alone) would give.
@@ -350,6 +381,7 @@ where
 on_cubecl!(check_fused_matches_reference);
 on_cubecl!(check_fused_zero_inputs_finite);
 on_cubecl!(check_fused_deterministic);
+on_cubecl!(check_fused_one_gradient_is_the_same);
 on_cubecl!(check_fused_accumulates_overlaps);
 
 /// `KernelChoice::Fused` where the fused kernels cannot run is a clear error; `Auto` takes the

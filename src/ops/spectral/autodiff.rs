@@ -74,9 +74,10 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> Backward<C
             return;
         }
         let s = ops.state;
-        let (gp, gt) = kernel::loss_backward::<R, F>(grad_loss, s.sums, s.pred, s.target, &s.tables, s.params);
+        let wants = (node_p.is_some(), node_t.is_some());
+        let (gp, gt) = kernel::loss_backward::<R, F>(grad_loss, s.sums, s.pred, s.target, &s.tables, s.params, wants);
         for (node, grad) in [(node_p, gp), (node_t, gt)] {
-            if let Some(node) = node {
+            if let (Some(node), Some(grad)) = (node, grad) {
                 grads.register::<CubeBackend<R, F, I, BT>>(node.id, grad);
             }
         }

@@ -267,13 +267,23 @@ pub(crate) fn loss_backward_kernel<F: Float>(
             cp = gp * magnitude_slope::<F>(pp, eps, comptime![cfg.frame.magnitude]);
             ct = gt * magnitude_slope::<F>(qq, eps, comptime![cfg.frame.magnitude]);
         }
-        s_re[ep] = cp * pr;
-        s_im[ep] = cp * pi;
-        s_re[et] = ct * qr;
-        s_im[et] = ct * qi;
+        // Both gradients: pred's in the first `rows` slots, target's in the next; one alone:
+        // in the first slots, and the inverse transforms only those.
+        if comptime![cfg.grads.0] {
+            s_re[ep] = cp * pr;
+            s_im[ep] = cp * pi;
+            if comptime![cfg.grads.1] {
+                s_re[et] = ct * qr;
+                s_im[et] = ct * qi;
+            }
+        } else {
+            s_re[ep] = ct * qr;
+            s_im[ep] = ct * qi;
+        }
     }
     sync_cube();
-    fft_stages::<F>(&mut s_re, &mut s_im, tables, frame, comptime![2 * rows], true);
+    let slots = comptime![if cfg.grads.0 && cfg.grads.1 { 2 * rows } else { rows }];
+    fft_stages::<F>(&mut s_re, &mut s_im, tables, frame, slots, true);
 
     #[unroll]
     for q in 0..comptime![cfg.frame.rows * w / cfg.frame.threads] {
@@ -283,19 +293,24 @@ pub(crate) fn loss_backward_kernel<F: Float>(
         if first + r < total {
             let src = r * w + reverse_bits(n, log_w);
             let wn = tables.window[n];
-            grad_frames.pred[(first + r) * w + n] = wn * s_re[src];
-            grad_frames.target[(first + r) * w + n] = wn * s_re[rows * w + src];
+            if comptime![cfg.grads.0 && cfg.grads.1] {
+                grad_frames.pred[(first + r) * w + n] = wn * s_re[src];
+                grad_frames.target[(first + r) * w + n] = wn * s_re[rows * w + src];
+            } else {
+                grad_frames.pred[(first + r) * w + n] = wn * s_re[src];
+            }
         }
     }
 }
 
 impl LossParams {
     /// The fused loss kernels' comptime configuration for window `win` on `client`'s device.
-    fn config<R: CubeRuntime>(&self, client: &ComputeClient<R>, win: usize) -> LossConfig {
+    fn config<R: CubeRuntime>(&self, client: &ComputeClient<R>, win: usize, grads: (bool, bool)) -> LossConfig {
         LossConfig {
             frame: frame_config(client, win, self.magnitude),
             distance: self.distance,
             spectral_convergence: self.spectral_convergence > 0.0,
+            grads,
         }
     }
 
@@ -320,12 +335,18 @@ struct LossLaunch<R: CubeRuntime> {
 }
 
 impl<R: CubeRuntime> LossLaunch<R> {
-    fn new(pred: CubeTensor<R>, target: CubeTensor<R>, tables: &Tables<R>, p: &LossParams) -> Self {
+    fn new(
+        pred: CubeTensor<R>,
+        target: CubeTensor<R>,
+        tables: &Tables<R>,
+        p: &LossParams,
+        grads: (bool, bool),
+    ) -> Self {
         let dims = pred.meta.shape().clone();
         let win = tables.win();
         let (pred, target) = (into_contiguous(pred), into_contiguous(target));
         let client = pred.client.clone();
-        let cfg = p.config(&client, win);
+        let cfg = p.config(&client, win, grads);
         LossLaunch { all: FrameRange::all(dims[0], dims[1], win, p.hop), pred, target, client, cfg }
     }
 }
@@ -338,7 +359,8 @@ pub fn loss_forward<R: CubeRuntime, F: FloatElement>(
     tables: &Tables<R>,
     p: LossParams,
 ) -> (CubeTensor<R>, CubeTensor<R>) {
-    let LossLaunch { pred, target, client, cfg, all: range } = LossLaunch::new(pred, target, tables, &p);
+    let LossLaunch { pred, target, client, cfg, all: range } =
+        LossLaunch::new(pred, target, tables, &p, (false, false));
     let cubes = range.total.div_ceil(cfg.frame.rows).clamp(1, MAX_LOSS_CUBES);
     let partials = empty::<R, F>(&pred, vec![cubes, 3]);
     let sums = empty::<R, F>(&pred, vec![3]);
@@ -369,7 +391,8 @@ pub fn loss_forward<R: CubeRuntime, F: FloatElement>(
 }
 
 /// The fused loss's backward: the loss gradient `[1]`, the forward's `sums` and inputs → the
-/// gradients of pred and target, `[signals, T]` each.
+/// gradients of pred and target, `[signals, T]` each, those of them that `grads` asks for
+/// (`(pred, target)`; `(None, None)` when it asks for neither).
 pub fn loss_backward<R: CubeRuntime, F: FloatElement>(
     grad_loss: CubeTensor<R>,
     sums: CubeTensor<R>,
@@ -377,15 +400,21 @@ pub fn loss_backward<R: CubeRuntime, F: FloatElement>(
     target: CubeTensor<R>,
     tables: &Tables<R>,
     p: LossParams,
-) -> (CubeTensor<R>, CubeTensor<R>) {
-    let LossLaunch { pred, target, client, cfg, all } = LossLaunch::new(pred, target, tables, &p);
+    grads: (bool, bool),
+) -> (Option<CubeTensor<R>>, Option<CubeTensor<R>>) {
+    if !grads.0 && !grads.1 {
+        return (None, None);
+    }
+    let LossLaunch { pred, target, client, cfg, all } = LossLaunch::new(pred, target, tables, &p, grads);
     let grad_loss = into_contiguous(grad_loss);
     let (signals, t, win) = (all.total / all.frames, all.t_len, tables.win());
     let chunk = signal_chunk::<F>(signals, all.frames, win);
-    let grad_p = empty::<R, F>(&pred, vec![signals, t]);
-    let grad_t = empty::<R, F>(&pred, vec![signals, t]);
-    let frames_p = empty::<R, F>(&pred, vec![chunk * all.frames, win]);
-    let frames_t = empty::<R, F>(&pred, vec![chunk * all.frames, win]);
+    let grad = || empty::<R, F>(&pred, vec![signals, t]);
+    let frames = || empty::<R, F>(&pred, vec![chunk * all.frames, win]);
+    // With one gradient, its frames are in the first buffer (the second is a placeholder).
+    let both = grads.0 && grads.1;
+    let (grad_a, frames_a) = (grad(), frames());
+    let (grad_b, frames_b) = if both { (Some(grad()), frames()) } else { (None, empty::<R, F>(&pred, vec![1])) };
     let mut start = 0;
     while start < signals {
         let range = all.signals(start, chunk.min(signals - start));
@@ -397,14 +426,20 @@ pub fn loss_backward<R: CubeRuntime, F: FloatElement>(
             tables.arg::<F>(),
             grad_loss.clone().into_tensor_arg(),
             sums.clone().into_tensor_arg(),
-            PairLaunch::new(frames_p.clone().into_tensor_arg(), frames_t.clone().into_tensor_arg()),
+            PairLaunch::new(frames_a.clone().into_tensor_arg(), frames_b.clone().into_tensor_arg()),
             p.scalars::<R, F>(),
             range.arg(),
             cfg,
         );
-        overlap_add::<R, F>(&frames_p, &grad_p, &range);
-        overlap_add::<R, F>(&frames_t, &grad_t, &range);
+        overlap_add::<R, F>(&frames_a, &grad_a, &range);
+        if let Some(grad_b) = &grad_b {
+            overlap_add::<R, F>(&frames_b, grad_b, &range);
+        }
         start += chunk;
     }
-    (grad_p, grad_t)
+    match grads {
+        (true, true) => (Some(grad_a), grad_b),
+        (true, false) => (Some(grad_a), None),
+        _ => (None, Some(grad_a)),
+    }
 }

@@ -139,13 +139,16 @@ pub(crate) struct FrameConfig {
     pub magnitude: Magnitude,
 }
 
-/// What the fused loss kernels are compiled for: [`FrameConfig`], the distance, and whether the
-/// spectral-convergence term is on.
+/// What the fused loss kernels are compiled for: [`FrameConfig`], the distance, whether the
+/// spectral-convergence term is on, and which gradients the backward computes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct LossConfig {
     pub frame: FrameConfig,
     pub distance: Distance,
     pub spectral_convergence: bool,
+    /// Which gradients the backward computes, `(pred, target)` (the forward computes neither):
+    /// one alone runs half the inverse transforms.
+    pub grads: (bool, bool),
 }
 
 /// Whether the fused kernels can run for window `win` on `device` in float type `F`: `win` a
