@@ -36,6 +36,11 @@ const GRAD_F32_REL: f64 = 1e-4;
 const SENSITIVITY_BOUND: f64 = 1.0;
 /// Perturbation draws of [`sensitivity`].
 const SENSITIVITY_DRAWS: usize = 8;
+/// One input's gradient computed alone against the same gradient computed with the other's:
+/// relative RMS. With both, one inverse FFT carries the two frames' gradients as its real and
+/// imaginary parts, and each butterfly rounds a little of one into the other (a few f32 ulps
+/// over log2 W stages); alone, the other part is zero.
+const ONE_GRAD_F32_REL: f64 = 1e-6;
 
 const OPTIONS: [(Magnitude, Distance); 6] = [
     (Magnitude::Linear, Distance::L1),
@@ -269,8 +274,8 @@ where
 }
 
 /// The gradient of pred alone, or of target alone (the other input a constant: the fused
-/// backward then runs half its inverse transforms), is bitwise the one computed with both, and
-/// the constant input gets none.
+/// backward then skips the other's coefficients and overlap-add), is the one computed with both
+/// to within [`ONE_GRAD_F32_REL`], and the constant input gets none.
 fn check_fused_one_gradient_is_the_same<B: Backend>(device: &B::Device)
 where
     Autodiff<B>: SpectralOps<Device = B::Device>,
@@ -290,11 +295,13 @@ where
         };
         let both = grads((true, true));
         let (pred_alone, target_alone) = (grads((true, false)), grads((false, true)));
-        let bits = |v: &Option<Vec<f64>>| v.as_ref().map(|v| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>());
-        assert!(both.0.is_some() && both.1.is_some(), "W={w}: both gradients");
-        assert_eq!(bits(&pred_alone.0), bits(&both.0), "W={w}: pred's gradient alone");
+        let (Some(both_p), Some(both_t)) = (&both.0, &both.1) else { panic!("W={w}: both gradients") };
+        for (name, alone, with_both) in [("pred", &pred_alone.0, both_p), ("target", &target_alone.1, both_t)] {
+            let alone = alone.as_ref().unwrap_or_else(|| panic!("W={w}: no gradient of {name} alone"));
+            let err = rel_rms_real(alone, with_both);
+            assert!(err <= ONE_GRAD_F32_REL, "W={w}: {name}'s gradient alone differs by {err:e} (relative RMS)");
+        }
         assert!(pred_alone.1.is_none(), "W={w}: a constant target got a gradient");
-        assert_eq!(bits(&target_alone.1), bits(&both.1), "W={w}: target's gradient alone");
         assert!(target_alone.0.is_none(), "W={w}: a constant pred got a gradient");
     }
 }

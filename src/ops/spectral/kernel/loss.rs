@@ -1,22 +1,26 @@
 //! The whole spectral loss fused: both signals' spectra, the distance, the reduction and the
 //! spectral-convergence term in one pass, and its backward.
 //!
-//! Forward: each cube loops over groups of `rows` frame pairs (pred and target frame g side by
-//! side in shared memory), transforms both on-chip, and accumulates per thread
-//! `s0 = Σ d(|P|, |T|)`, `s1 = Σ (|T| − |P|)²`, `s2 = Σ |T|²`; a tree in shared memory reduces
-//! them per cube, and a one-cube kernel reduces the per-cube partials in a fixed order and writes
-//! `loss = scale·s0 + sc·sqrt(s1 + eps)/sqrt(s2 + eps)`. No atomics: the value is reproducible.
+//! Forward: each cube loops over groups of `rows` frame pairs, packs pred's frame g and target's
+//! frame g into one complex frame (`z = p + i·t`: both are real, so one FFT gives both spectra,
+//! `P_k = (Z_k + conj Z_{W−k}) / 2`, `T_k = (Z_k − conj Z_{W−k}) / 2i`), and accumulates per
+//! thread `s0 = Σ d(|P|, |T|)`, `s1 = Σ (|T| − |P|)²`, `s2 = Σ |T|²`; a tree in shared memory
+//! reduces them per cube, and a one-cube kernel reduces the per-cube partials in a fixed order and
+//! writes `loss = scale·s0 + sc·sqrt(s1 + eps)/sqrt(s2 + eps)`. No atomics: the value is
+//! reproducible.
 //!
 //! Backward: from the loss gradient g, each (frame, bin) gets `∂L/∂|P|` and `∂L/∂|T|`, hence both
-//! bins' complex coefficients; one on-chip inverse FFT per frame reduces over bins, and the
-//! overlap-add gather of [`super::backward`] sums every covering frame into each sample.
+//! bins' complex coefficients; their Hermitian extensions packed as one complex spectrum make one
+//! on-chip inverse FFT per frame pair, whose real and imaginary parts are the two frames'
+//! gradients; the overlap-add gather of [`super::backward`] sums every covering frame into each
+//! sample.
 
 use burn_cubecl::{kernel::into_contiguous, tensor::CubeTensor, CubeRuntime, FloatElement};
 use cubecl::{prelude::*, CubeCount, CubeDim};
 
 use super::backward::{overlap_add, signal_chunk};
-use super::{fft_stages, frame_config, load_frames, magnitude_of, magnitude_slope, plan, Tables};
-use super::{FrameRange, FrameTables, Framing, LossConfig};
+use super::{fft_stages, frame_config, magnitude_of, magnitude_slope, plan, Tables};
+use super::{FrameConfig, FrameRange, FrameTables, Framing, LossConfig};
 use crate::ops::butterfly::kernel::reverse_bits;
 use crate::ops::cubecl::empty;
 use crate::ops::cubecl::grid;
@@ -29,15 +33,16 @@ const MAX_LOSS_CUBES: usize = 1024;
 /// Threads of the final reduction.
 const FINISH_THREADS: usize = 256;
 
-/// Whether the fused loss can run for window `win` (two frames per slot pair must fit in shared
-/// memory; otherwise the loss composes the fused spectrogram op with tensor ops).
+/// Whether the fused loss can run for window `win` (a slot's packed frame pair and the reduction
+/// must fit in shared memory; otherwise the loss composes the fused spectrogram op with tensor
+/// ops).
 pub fn loss_supported<R: CubeRuntime, F: FloatElement>(win: usize, device: &R::Device) -> bool {
     if !super::fused_supported::<R, F>(win, device) {
         return false;
     }
     let client = R::client(device);
     let plan = plan(&client, win);
-    2 * plan.shared_bytes(core::mem::size_of::<F>()) + 3 * plan.threads * core::mem::size_of::<F>()
+    plan.shared_bytes(core::mem::size_of::<F>()) + 3 * plan.threads * core::mem::size_of::<F>()
         <= client.properties().hardware.max_shared_memory_size
 }
 
@@ -76,6 +81,65 @@ pub(crate) struct LossScalars {
     pub sc: InputScalar,
 }
 
+/// Loads `cfg.rows` frame pairs into shared memory as one complex frame each: pred's frame the
+/// real part, target's the imaginary part (windowed, bit-reversed order; slots past the last
+/// frame zero). One FFT then transforms both (see [`split_spectra`]).
+#[cube]
+fn load_frame_pairs<F: Float>(
+    signals: &Pair<F>,
+    window: &Tensor<F>,
+    s_re: &mut SharedMemory<F>,
+    s_im: &mut SharedMemory<F>,
+    first: usize,
+    framing: &Framing,
+    #[comptime] cfg: FrameConfig,
+) {
+    let log_w = comptime![cfg.log_w];
+    let w = comptime![1usize << cfg.log_w];
+    let threads = comptime![cfg.threads];
+    let total = framing.total as usize;
+    let frames = framing.frames as usize;
+    let offset = framing.offset as usize;
+    let t_len = framing.t_len as usize;
+    let hop = framing.hop as usize;
+    let t = UNIT_POS_X as usize;
+    #[unroll]
+    for q in 0..comptime![cfg.rows * w / cfg.threads] {
+        let e = t + q * threads;
+        let r = first + e / w;
+        let n = reverse_bits(e % w, log_w);
+        let mut p = F::new(0.0);
+        let mut q = F::new(0.0);
+        if r < total {
+            let g = offset + r;
+            let at = (g / frames) * t_len + (g % frames) * hop + n;
+            let wn = window[n];
+            p = signals.pred[at] * wn;
+            q = signals.target[at] * wn;
+        }
+        s_re[e] = p;
+        s_im[e] = q;
+    }
+}
+
+/// Bin `k` (≤ W/2) of both real frames of slot `r` from their packed spectrum `Z = P + iQ`
+/// (natural order): `P_k = (Z_k + conj Z_{W−k}) / 2`, `Q_k = (Z_k − conj Z_{W−k}) / 2i`.
+/// Returns `(P_k.re, P_k.im, Q_k.re, Q_k.im)`.
+#[cube]
+fn split_spectra<F: Float>(
+    s_re: &SharedMemory<F>,
+    s_im: &SharedMemory<F>,
+    r: usize,
+    k: usize,
+    #[comptime] w: usize,
+) -> (F, F, F, F) {
+    let a = r * w + k;
+    let b = r * w + ((w - k) & (w - 1));
+    let (zr, zi, cr, ci) = (s_re[a], s_im[a], s_re[b], s_im[b]);
+    let half = F::new(0.5);
+    (half * (zr + cr), half * (zi - ci), half * (zi + ci), half * (cr - zr))
+}
+
 /// Each cube loops over groups of `cfg.frame.rows` frame pairs (`CUBE_COUNT` apart) and writes
 /// its three partial sums.
 #[cube(launch)]
@@ -92,8 +156,8 @@ pub(crate) fn loss_forward_kernel<F: Float>(
     let threads = comptime![cfg.frame.threads];
     let w = comptime![1usize << cfg.frame.log_w];
     let bins = comptime![w / 2 + 1];
-    let mut s_re = SharedMemory::<F>::new(comptime![2 * cfg.frame.rows * w]);
-    let mut s_im = SharedMemory::<F>::new(comptime![2 * cfg.frame.rows * w]);
+    let mut s_re = SharedMemory::<F>::new(comptime![cfg.frame.rows * w]);
+    let mut s_im = SharedMemory::<F>::new(comptime![cfg.frame.rows * w]);
     let mut red = SharedMemory::<F>::new(comptime![3 * cfg.frame.threads]);
     let eps: F = eps.get::<F>();
     let total = framing.total as usize;
@@ -105,18 +169,16 @@ pub(crate) fn loss_forward_kernel<F: Float>(
     let mut group = CUBE_POS;
     while group < groups {
         let first = group * rows;
-        load_frames::<F>(&signals.pred, &tables.window, &mut s_re, &mut s_im, 0, first, framing, frame);
-        load_frames::<F>(&signals.target, &tables.window, &mut s_re, &mut s_im, rows, first, framing, frame);
+        load_frame_pairs::<F>(signals, &tables.window, &mut s_re, &mut s_im, first, framing, frame);
         sync_cube();
-        fft_stages::<F>(&mut s_re, &mut s_im, tables, frame, comptime![2 * rows], false);
+        fft_stages::<F>(&mut s_re, &mut s_im, tables, frame, rows, false);
         #[unroll]
         for q in 0..comptime![(cfg.frame.rows * bins).div_ceil(cfg.frame.threads)] {
             let e = t + q * threads;
             let r = e / bins;
             let k = e % bins;
             if e < comptime![cfg.frame.rows * bins] && first + r < total {
-                let (pr, pi) = (s_re[r * w + k], s_im[r * w + k]);
-                let (qr, qi) = (s_re[(rows + r) * w + k], s_im[(rows + r) * w + k]);
+                let (pr, pi, qr, qi) = split_spectra::<F>(&s_re, &s_im, r, k, w);
                 let mp = magnitude_of::<F>(pr * pr + pi * pi, eps, comptime![cfg.frame.magnitude]);
                 let mt = magnitude_of::<F>(qr * qr + qi * qi, eps, comptime![cfg.frame.magnitude]);
                 let diff = mp - mt;
@@ -210,8 +272,8 @@ pub(crate) fn loss_backward_kernel<F: Float>(
     let threads = comptime![cfg.frame.threads];
     let w = comptime![1usize << cfg.frame.log_w];
     let half = comptime![w / 2];
-    let mut s_re = SharedMemory::<F>::new(comptime![2 * cfg.frame.rows * w]);
-    let mut s_im = SharedMemory::<F>::new(comptime![2 * cfg.frame.rows * w]);
+    let mut s_re = SharedMemory::<F>::new(comptime![cfg.frame.rows * w]);
+    let mut s_im = SharedMemory::<F>::new(comptime![cfg.frame.rows * w]);
     let total = framing.total as usize;
     let first = CUBE_POS * rows;
     if first >= total {
@@ -230,60 +292,72 @@ pub(crate) fn loss_backward_kernel<F: Float>(
         g1 = gs / (F::new(2.0) * num * den);
         g2 = F::new(0.0) - gs * num / (F::new(2.0) * den * den * den);
     }
-    load_frames::<F>(&signals.pred, &tables.window, &mut s_re, &mut s_im, 0, first, framing, frame);
-    load_frames::<F>(&signals.target, &tables.window, &mut s_re, &mut s_im, rows, first, framing, frame);
+    load_frame_pairs::<F>(signals, &tables.window, &mut s_re, &mut s_im, first, framing, frame);
     sync_cube();
-    fft_stages::<F>(&mut s_re, &mut s_im, tables, frame, comptime![2 * rows], false);
+    fft_stages::<F>(&mut s_re, &mut s_im, tables, frame, rows, false);
 
+    // Each bin k ≤ W/2 of a slot: both spectra from the packed one, `∂L/∂|P_k|` and `∂L/∂|Q_k|`,
+    // hence coefficients `c·P_k`, `c·Q_k`; their Hermitian extensions `H` (halved off DC and
+    // Nyquist, so that the real inverse is the real part of the one-sided sum) are packed again as
+    // `Hp + i·Ht` into bins k and W − k, which only this unit reads and writes. One gradient
+    // alone goes in the real part.
     let t = UNIT_POS_X as usize;
     #[unroll]
     for q in 0..comptime![cfg.frame.rows * w / cfg.frame.threads] {
         let e = t + q * threads;
         let r = e / w;
         let k = e % w;
-        let ep = r * w + k;
-        let et = (rows + r) * w + k;
-        let (pr, pi) = (s_re[ep], s_im[ep]);
-        let (qr, qi) = (s_re[et], s_im[et]);
-        let mut cp = F::new(0.0);
-        let mut ct = F::new(0.0);
-        if k <= half && first + r < total {
-            let (pp, qq) = (pr * pr + pi * pi, qr * qr + qi * qi);
-            let mp = magnitude_of::<F>(pp, eps, comptime![cfg.frame.magnitude]);
-            let mt = magnitude_of::<F>(qq, eps, comptime![cfg.frame.magnitude]);
-            let diff = mp - mt;
-            let mut dd = F::new(2.0) * diff;
-            if comptime![cfg.distance == Distance::L1] {
-                dd = F::new(0.0);
-                if diff > F::new(0.0) {
-                    dd = F::new(1.0);
-                } else if diff < F::new(0.0) {
-                    dd = F::new(-1.0);
+        if k <= half {
+            let (pr, pi, qr, qi) = split_spectra::<F>(&s_re, &s_im, r, k, w);
+            let mut cp = F::new(0.0);
+            let mut ct = F::new(0.0);
+            if first + r < total {
+                let (pp, qq) = (pr * pr + pi * pi, qr * qr + qi * qi);
+                let mp = magnitude_of::<F>(pp, eps, comptime![cfg.frame.magnitude]);
+                let mt = magnitude_of::<F>(qq, eps, comptime![cfg.frame.magnitude]);
+                let diff = mp - mt;
+                let mut dd = F::new(2.0) * diff;
+                if comptime![cfg.distance == Distance::L1] {
+                    dd = F::new(0.0);
+                    if diff > F::new(0.0) {
+                        dd = F::new(1.0);
+                    } else if diff < F::new(0.0) {
+                        dd = F::new(-1.0);
+                    }
                 }
+                // s1 = Σ (mt − mp)², s2 = Σ mt².
+                let gp = g0 * dd + g1 * F::new(2.0) * diff;
+                let gt = F::new(0.0) - g0 * dd - g1 * F::new(2.0) * diff + g2 * F::new(2.0) * mt;
+                cp = gp * magnitude_slope::<F>(pp, eps, comptime![cfg.frame.magnitude]);
+                ct = gt * magnitude_slope::<F>(qq, eps, comptime![cfg.frame.magnitude]);
             }
-            // s1 = Σ (mt − mp)², s2 = Σ mt².
-            let gp = g0 * dd + g1 * F::new(2.0) * diff;
-            let gt = F::new(0.0) - g0 * dd - g1 * F::new(2.0) * diff + g2 * F::new(2.0) * mt;
-            cp = gp * magnitude_slope::<F>(pp, eps, comptime![cfg.frame.magnitude]);
-            ct = gt * magnitude_slope::<F>(qq, eps, comptime![cfg.frame.magnitude]);
-        }
-        // Both gradients: pred's in the first `rows` slots, target's in the next; one alone:
-        // in the first slots, and the inverse transforms only those.
-        if comptime![cfg.grads.0] {
-            s_re[ep] = cp * pr;
-            s_im[ep] = cp * pi;
-            if comptime![cfg.grads.1] {
-                s_re[et] = ct * qr;
-                s_im[et] = ct * qi;
+            let mut h = F::new(0.5);
+            if k == 0 || k == half {
+                h = F::new(1.0);
             }
-        } else {
-            s_re[ep] = ct * qr;
-            s_im[ep] = ct * qi;
+            // (a_re, a_im): the real part's coefficient, (b_re, b_im): the imaginary part's.
+            let (mut ar, mut ai) = (h * cp * pr, h * cp * pi);
+            let (mut br, mut bi) = (F::new(0.0), F::new(0.0));
+            if comptime![cfg.grads.0 && cfg.grads.1] {
+                br = h * ct * qr;
+                bi = h * ct * qi;
+            } else if comptime![!cfg.grads.0] {
+                ar = h * ct * qr;
+                ai = h * ct * qi;
+            }
+            // Z_k = A + iB, Z_{W−k} = conj A + i conj B (at DC and Nyquist both are real).
+            let a = r * w + k;
+            s_re[a] = ar - bi;
+            s_im[a] = ai + br;
+            if k != 0 && k != half {
+                let b = r * w + w - k;
+                s_re[b] = ar + bi;
+                s_im[b] = br - ai;
+            }
         }
     }
     sync_cube();
-    let slots = comptime![if cfg.grads.0 && cfg.grads.1 { 2 * rows } else { rows }];
-    fft_stages::<F>(&mut s_re, &mut s_im, tables, frame, slots, true);
+    fft_stages::<F>(&mut s_re, &mut s_im, tables, frame, rows, true);
 
     #[unroll]
     for q in 0..comptime![cfg.frame.rows * w / cfg.frame.threads] {
@@ -293,11 +367,9 @@ pub(crate) fn loss_backward_kernel<F: Float>(
         if first + r < total {
             let src = r * w + reverse_bits(n, log_w);
             let wn = tables.window[n];
+            grad_frames.pred[(first + r) * w + n] = wn * s_re[src];
             if comptime![cfg.grads.0 && cfg.grads.1] {
-                grad_frames.pred[(first + r) * w + n] = wn * s_re[src];
-                grad_frames.target[(first + r) * w + n] = wn * s_re[rows * w + src];
-            } else {
-                grad_frames.pred[(first + r) * w + n] = wn * s_re[src];
+                grad_frames.target[(first + r) * w + n] = wn * s_im[src];
             }
         }
     }
