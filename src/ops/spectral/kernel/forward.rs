@@ -32,7 +32,7 @@ pub(crate) fn stft_magnitude_kernel<F: Float>(
         terminate!();
     }
     let eps: F = eps.get::<F>();
-    load_frames::<F>(x, &tables.window, &mut s_re, &mut s_im, 0, first, framing, cfg);
+    load_frames::<F>(x, x, &tables.window, &mut s_re, &mut s_im, 0, first, framing, cfg, false);
     sync_cube();
     fft_stages::<F>(&mut s_re, &mut s_im, tables, cfg, rows, false);
 

@@ -19,7 +19,7 @@ use burn_cubecl::{kernel::into_contiguous, tensor::CubeTensor, CubeRuntime, Floa
 use cubecl::{prelude::*, CubeCount, CubeDim};
 
 use super::backward::{overlap_add, signal_chunk};
-use super::{fft_stages, frame_config, magnitude_of, magnitude_slope, plan, Tables};
+use super::{fft_stages, frame_config, load_frames, magnitude_of, magnitude_slope, plan, Tables};
 use super::{FrameConfig, FrameRange, FrameTables, Framing, LossConfig};
 use crate::ops::butterfly::kernel::reverse_bits;
 use crate::ops::cubecl::empty;
@@ -81,45 +81,22 @@ pub(crate) struct LossScalars {
     pub sc: InputScalar,
 }
 
-/// Loads `cfg.rows` frame pairs into shared memory as one complex frame each: pred's frame the
-/// real part, target's the imaginary part (windowed, bit-reversed order; slots past the last
-/// frame zero). One FFT then transforms both (see [`split_spectra`]).
+/// The packed spectra `Z = P + iT` of frame pairs `first … first + rows − 1` (pred's frame the
+/// real part, target's the imaginary part) in natural order in shared memory, the cube
+/// synchronised; [`split_spectra`] reads both spectra from them.
 #[cube]
-fn load_frame_pairs<F: Float>(
+fn pair_spectra<F: Float>(
     signals: &Pair<F>,
-    window: &Tensor<F>,
+    tables: &FrameTables<F>,
     s_re: &mut SharedMemory<F>,
     s_im: &mut SharedMemory<F>,
     first: usize,
     framing: &Framing,
-    #[comptime] cfg: FrameConfig,
+    #[comptime] frame: FrameConfig,
 ) {
-    let log_w = comptime![cfg.log_w];
-    let w = comptime![1usize << cfg.log_w];
-    let threads = comptime![cfg.threads];
-    let total = framing.total as usize;
-    let frames = framing.frames as usize;
-    let offset = framing.offset as usize;
-    let t_len = framing.t_len as usize;
-    let hop = framing.hop as usize;
-    let t = UNIT_POS_X as usize;
-    #[unroll]
-    for q in 0..comptime![cfg.rows * w / cfg.threads] {
-        let e = t + q * threads;
-        let r = first + e / w;
-        let n = reverse_bits(e % w, log_w);
-        let mut p = F::new(0.0);
-        let mut q = F::new(0.0);
-        if r < total {
-            let g = offset + r;
-            let at = (g / frames) * t_len + (g % frames) * hop + n;
-            let wn = window[n];
-            p = signals.pred[at] * wn;
-            q = signals.target[at] * wn;
-        }
-        s_re[e] = p;
-        s_im[e] = q;
-    }
+    load_frames::<F>(&signals.pred, &signals.target, &tables.window, s_re, s_im, 0, first, framing, frame, true);
+    sync_cube();
+    fft_stages::<F>(s_re, s_im, tables, frame, comptime![frame.rows], false);
 }
 
 /// Bin `k` (≤ W/2) of both real frames of slot `r` from their packed spectrum `Z = P + iQ`
@@ -169,9 +146,7 @@ pub(crate) fn loss_forward_kernel<F: Float>(
     let mut group = CUBE_POS;
     while group < groups {
         let first = group * rows;
-        load_frame_pairs::<F>(signals, &tables.window, &mut s_re, &mut s_im, first, framing, frame);
-        sync_cube();
-        fft_stages::<F>(&mut s_re, &mut s_im, tables, frame, rows, false);
+        pair_spectra::<F>(signals, tables, &mut s_re, &mut s_im, first, framing, frame);
         #[unroll]
         for q in 0..comptime![(cfg.frame.rows * bins).div_ceil(cfg.frame.threads)] {
             let e = t + q * threads;
@@ -292,9 +267,7 @@ pub(crate) fn loss_backward_kernel<F: Float>(
         g1 = gs / (F::new(2.0) * num * den);
         g2 = F::new(0.0) - gs * num / (F::new(2.0) * den * den * den);
     }
-    load_frame_pairs::<F>(signals, &tables.window, &mut s_re, &mut s_im, first, framing, frame);
-    sync_cube();
-    fft_stages::<F>(&mut s_re, &mut s_im, tables, frame, rows, false);
+    pair_spectra::<F>(signals, tables, &mut s_re, &mut s_im, first, framing, frame);
 
     // Each bin k ≤ W/2 of a slot: both spectra from the packed one, `∂L/∂|P_k|` and `∂L/∂|Q_k|`,
     // hence coefficients `c·P_k`, `c·Q_k`; their Hermitian extensions `H` (halved off DC and

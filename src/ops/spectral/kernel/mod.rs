@@ -172,12 +172,15 @@ pub(crate) fn frame_config<R: CubeRuntime>(
     FrameConfig { log_w: plan.log_n, rows: plan.rows, threads: plan.threads, magnitude }
 }
 
-/// Loads `cfg.rows` frames into shared memory, windowed and in bit-reversed order (imaginary
-/// parts zero). Slot `slot0 + r` holds frame `first + r` of the launch's frames (see
-/// [`Framing`]); slots past the last frame are zero.
+/// Loads `cfg.rows` frames into shared memory, windowed and in bit-reversed order: `x`'s frame
+/// as the real part, and `y`'s as the imaginary part where `pair` (a packed pair of real frames,
+/// one FFT for both), else zero (`y` unread). Slot `slot0 + r` holds frame `first + r` of the
+/// launch's frames (see [`Framing`]); slots past the last frame are zero.
 #[cube]
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn load_frames<F: Float>(
     x: &Tensor<F>,
+    y: &Tensor<F>,
     window: &Tensor<F>,
     s_re: &mut SharedMemory<F>,
     s_im: &mut SharedMemory<F>,
@@ -185,6 +188,7 @@ pub(crate) fn load_frames<F: Float>(
     first: usize,
     framing: &Framing,
     #[comptime] cfg: FrameConfig,
+    #[comptime] pair: bool,
 ) {
     let log_w = comptime![cfg.log_w];
     let w = comptime![1usize << cfg.log_w];
@@ -200,14 +204,19 @@ pub(crate) fn load_frames<F: Float>(
         let e = t + q * threads;
         let r = first + e / w;
         let n = reverse_bits(e % w, log_w);
-        let mut v = F::new(0.0);
+        let mut re = F::new(0.0);
+        let mut im = F::new(0.0);
         if r < total {
             let g = offset + r;
-            let f = g % frames;
-            v = x[(g / frames) * t_len + f * hop + n] * window[n];
+            let at = (g / frames) * t_len + (g % frames) * hop + n;
+            let wn = window[n];
+            re = x[at] * wn;
+            if comptime![pair] {
+                im = y[at] * wn;
+            }
         }
-        s_re[slot0 * w + e] = v;
-        s_im[slot0 * w + e] = F::new(0.0);
+        s_re[slot0 * w + e] = re;
+        s_im[slot0 * w + e] = im;
     }
 }
 
