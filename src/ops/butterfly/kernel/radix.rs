@@ -48,10 +48,12 @@ pub(crate) const LOG_GROUP_VAR: &str = "LEARNED_FFT_RADIX_LOG_GROUP";
 /// in groups of 2 stages (eight rows share each twiddle block) at N = 256 (1022 → 1252) and 4096
 /// (458 → 857), in groups of 4 at N = 1024 (626 → 1254); through Vulkan (wgpu), where the larger
 /// register arrays are slower than the shared-memory forward, 8 elements in groups of 3 (401 →
-/// 724 at N = 256, 452 → 593 at 1024, 333 → 481 at 4096).
+/// 724 at N = 256, 452 → 593 at 1024, 333 → 481 at 4096). A second run checked N = 64 (16
+/// elements in groups of 4: 1385, against 1165 with 8), 512 (the four candidates within 4 % of
+/// each other) and 2048 (16 and 32 elements within 3 %, 8 elements 9 % slower).
 pub(crate) fn default_log_elems(runtime: &str, n: usize) -> Option<(usize, usize)> {
     match (runtime, n) {
-        ("cuda", ..=64) => Some((3, 3)),
+        ("cuda", ..=64) => Some((4, 4)),
         ("cuda", 1024..=2048) => Some((5, 4)),
         ("cuda", _) => Some((5, 2)),
         _ => Some((3, 3)),
