@@ -131,7 +131,7 @@ impl FrameRange {
 pub(crate) struct FrameConfig {
     /// log2 W.
     pub log_w: usize,
-    /// Frames a cube holds (of each input, in the loss kernels).
+    /// Frames a cube holds (frame pairs, packed one per slot, in the loss kernels).
     pub rows: usize,
     /// Threads per cube.
     pub threads: usize,
