@@ -300,9 +300,9 @@ fn outside_address(f: usize, #[comptime] cfg: RadixConfig, #[comptime] gi: usize
     address
 }
 
-/// `bits`-bit reversal of a comptime value.
+/// `bits`-bit reversal of a comptime value (`bits ≥ 1`).
 fn reversed(i: usize, bits: usize) -> usize {
-    (0..bits).map(|b| ((i >> b) & 1) << (bits - 1 - b)).sum()
+    i.reverse_bits() >> (usize::BITS as usize - bits)
 }
 
 /// One cube transforms `2^log_rows` consecutive rows: coalesced load (permuted on the way into
@@ -699,6 +699,7 @@ mod tests {
     fn every_configuration_matches_the_stages_on_wgpu() {
         use crate::backend::WgpuBackend;
         use burn::tensor::{Tensor, TensorPrimitive};
+        use num_complex::Complex64;
         /// f32 kernel against the f64 product, relative RMS: log2 N rounds of f32 products.
         const F32_REL: f64 = 1e-5;
         if crate::backend::wgpu_adapter().is_none() {
@@ -749,7 +750,7 @@ mod tests {
             let tw: Vec<Vec<f64>> = (0..2).map(|_| (0..log_n * n * 2).map(|_| uniform()).collect()).collect();
             let gather: Vec<usize> = match order {
                 Order::Natural => (0..n).collect(),
-                Order::BitReversed => (0..n).map(|i| reversed(i, log_n)).collect(),
+                Order::BitReversed => crate::reference::factorizations::bit_reversal(n),
                 Order::Table => {
                     let mut g: Vec<usize> = (0..n).collect();
                     for i in (1..n).rev() {
@@ -763,29 +764,15 @@ mod tests {
                 Order::BitReversed => Permutation::BitReversal,
                 Order::Table => Permutation::Gather(gather.clone()),
             };
-            // The f64 product, one row at a time.
+            // The f64 product, one row at a time (the crate's f64 butterfly).
             let mut want = vec![0.0; 2 * batch * n];
             for row in 0..batch {
-                let mut v: Vec<(f64, f64)> =
-                    (0..n).map(|i| (x[0][row * n + gather[i]], x[1][row * n + gather[i]])).collect();
-                for stage in 0..log_n {
-                    for k in 0..n / 2 {
-                        let i0 = ((k >> stage) << (stage + 1)) | (k & ((1 << stage) - 1));
-                        let i1 = i0 + (1 << stage);
-                        let t = |c: usize| {
-                            let at = (stage * n / 2 + k) * 4 + c;
-                            (tw[0][at], tw[1][at])
-                        };
-                        let mul = |(ar, ai): (f64, f64), (br, bi): (f64, f64)| (ar * br - ai * bi, ar * bi + ai * br);
-                        let add = |a: (f64, f64), b: (f64, f64)| (a.0 + b.0, a.1 + b.1);
-                        let (a, b) = (v[i0], v[i1]);
-                        v[i0] = add(mul(t(0), a), mul(t(1), b));
-                        v[i1] = add(mul(t(2), a), mul(t(3), b));
-                    }
-                }
-                for (i, (re, im)) in v.into_iter().enumerate() {
-                    want[row * n + i] = re;
-                    want[batch * n + row * n + i] = im;
+                let mut v: Vec<Complex64> =
+                    (0..n).map(|i| Complex64::new(x[0][row * n + i], x[1][row * n + i])).collect();
+                crate::reference::butterfly::apply(&tw[0], &tw[1], &gather, &mut v).expect("a valid butterfly");
+                for (i, z) in v.into_iter().enumerate() {
+                    want[row * n + i] = z.re;
+                    want[batch * n + row * n + i] = z.im;
                 }
             }
             let upload = |v: &Vec<f64>| {

@@ -47,8 +47,9 @@ fn loss_frames<R: CubeRuntime>(frame: FrameConfig, client: &ComputeClient<R>, fl
         return frame;
     }
     let doubled = FrameConfig { rows: 2, ..frame };
-    let bytes = 2 * doubled.rows * (1usize << frame.log_w) * float + 3 * frame.threads * float;
-    if bytes <= LOSS_SHARED_BUDGET.min(client.properties().hardware.max_shared_memory_size) {
+    if loss_shared_bytes(doubled.rows, doubled.log_w, doubled.threads, float)
+        <= LOSS_SHARED_BUDGET.min(client.properties().hardware.max_shared_memory_size)
+    {
         doubled
     } else {
         frame
@@ -64,8 +65,14 @@ pub fn loss_supported<R: CubeRuntime, F: FloatElement>(win: usize, device: &R::D
     }
     let client = R::client(device);
     let plan = plan(&client, win);
-    plan.shared_bytes(core::mem::size_of::<F>()) + 3 * plan.threads * core::mem::size_of::<F>()
+    loss_shared_bytes(plan.rows, plan.log_n, plan.threads, core::mem::size_of::<F>())
         <= client.properties().hardware.max_shared_memory_size
+}
+
+/// Shared memory of a loss kernel's cube of `rows` slots of `2^log_w` and `threads` threads, in
+/// `float`-byte floats: one packed complex frame per slot, and the forward's three-sum reduction.
+fn loss_shared_bytes(rows: usize, log_w: usize, threads: usize, float: usize) -> usize {
+    (2 * rows * (1usize << log_w) + 3 * threads) * float
 }
 
 /// Shared-memory tree sum of `buf[j·threads + t]` over t, for j < 3; the sums end in
