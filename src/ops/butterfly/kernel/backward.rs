@@ -9,11 +9,12 @@
 use burn_cubecl::{kernel::into_contiguous, tensor::CubeTensor, CubeRuntime, FloatElement};
 
 use crate::ops::cubecl::empty;
-use cubecl::{prelude::*, CubeCount, CubeDim};
+use cubecl::{prelude::*, CubeDim};
 
 use super::forward::{launch_pass, line_element, permuted, planar_split, slot_of, twiddle_of};
 use super::{
-    device_backward_passes, InputOrder, Pass, PassConfig, Split, SplitInput, TwiddleTables, MAX_PARTIAL_BYTES,
+    backward_line_stride, device_backward_passes, reverse_bits, InputOrder, Order, Pass, PassConfig, Split, SplitInput,
+    TwiddleTables, MAX_PARTIAL_BYTES,
 };
 use crate::ops::cubecl::grid;
 
@@ -63,13 +64,15 @@ pub(crate) fn butterfly_backward_kernel<F: Float>(
     let half_n = comptime![n / 2];
     let lines_per_row = comptime![cfg.lines_per_row()];
     let per_thread = comptime![rows * half / threads];
-    let mut s_re = SharedMemory::<F>::new(comptime![rows * local]);
-    let mut s_im = SharedMemory::<F>::new(comptime![rows * local]);
+    // Lines lie `stride` elements apart (one pad: line-major accesses spread over the banks).
+    let stride = comptime![backward_line_stride(log_local)];
+    let lines_len = comptime![rows * stride];
+    let mut s_re = SharedMemory::<F>::new(lines_len);
+    let mut s_im = SharedMemory::<F>::new(lines_len);
     // Every stage's input, written and read back by the thread that owns the butterfly (no
     // barrier needed for it), and the twiddle-gradient accumulators (8 per block) in registers.
-    let lines_len = comptime![rows * local];
-    let mut h_re = SharedMemory::<F>::new(comptime![log_local * rows * local]);
-    let mut h_im = SharedMemory::<F>::new(comptime![log_local * rows * local]);
+    let mut h_re = SharedMemory::<F>::new(comptime![log_local * rows * stride]);
+    let mut h_im = SharedMemory::<F>::new(comptime![log_local * rows * stride]);
     let mut acc = Array::<F>::new(comptime![log_local * per_thread * 8]);
     #[unroll]
     for a in 0..comptime![log_local * per_thread * 8] {
@@ -118,8 +121,8 @@ pub(crate) fn butterfly_backward_kernel<F: Float>(
                 vr = x.re[src];
                 vi = x.im[im_offset + src];
             }
-            s_re[l * local + j] = vr;
-            s_im[l * local + j] = vi;
+            s_re[l * stride + j] = vr;
+            s_im[l * stride + j] = vi;
         }
         sync_cube();
 
@@ -131,7 +134,7 @@ pub(crate) fn butterfly_backward_kernel<F: Float>(
                 let b = t + p * threads;
                 let k = b % half;
                 let l = b / half;
-                let i0 = l * local + ((k >> s) << (s + 1)) + (k & (st - 1));
+                let i0 = l * stride + ((k >> s) << (s + 1)) + (k & (st - 1));
                 let i1 = i0 + st;
                 let w = (s * per_thread + p) * 8;
                 let (ar, ai, br, bi) = (s_re[i0], s_im[i0], s_re[i1], s_im[i1]);
@@ -160,8 +163,8 @@ pub(crate) fn butterfly_backward_kernel<F: Float>(
                 gr = grad_out[row * n + i];
                 gi = grad_out[plane + row * n + i];
             }
-            s_re[l * local + j] = gr;
-            s_im[l * local + j] = gi;
+            s_re[l * stride + j] = gr;
+            s_im[l * stride + j] = gi;
         }
         sync_cube();
 
@@ -174,7 +177,7 @@ pub(crate) fn butterfly_backward_kernel<F: Float>(
                 let b = t + p * threads;
                 let k = b % half;
                 let l = b / half;
-                let i0 = l * local + ((k >> s) << (s + 1)) + (k & (st - 1));
+                let i0 = l * stride + ((k >> s) << (s + 1)) + (k & (st - 1));
                 let i1 = i0 + st;
                 let w = (s * per_thread + p) * 8;
                 let (g0r, g0i, g1r, g1i) = (s_re[i0], s_im[i0], s_re[i1], s_im[i1]);
@@ -208,8 +211,8 @@ pub(crate) fn butterfly_backward_kernel<F: Float>(
             let (row, i) = line_element(first_line + l, j, cfg);
             if row < batch {
                 let dst = row * n + permuted(i, order, cfg);
-                grad_x[dst] = s_re[l * local + j];
-                grad_x[plane + dst] = s_im[l * local + j];
+                grad_x[dst] = s_re[l * stride + j];
+                grad_x[plane + dst] = s_im[l * stride + j];
             }
         }
         sync_cube();
@@ -238,9 +241,18 @@ pub(crate) fn butterfly_backward_kernel<F: Float>(
     }
 }
 
+/// Twiddle-gradient entries one cube of [`sum_partials_kernel`] sums (its threads along x).
+const SUM_ENTRIES: usize = 32;
+/// Threads of [`sum_partials_kernel`] sharing one entry (along y): each sums every
+/// `SUM_SLICES`-th partial, then the slices are added in order.
+const SUM_SLICES: usize = 16;
+
 /// Sums the partials of one pass into its stages' rows of the twiddle gradient
-/// `out: [2, log2 n · n/2 · 4]`, each entry over the slots of its residue in the order
-/// `m = 0, 1, …`: deterministic.
+/// `out: [2, log2 n · n/2 · 4]`. Entry `e` is summed by `SUM_SLICES` threads: thread `y` adds the
+/// partials `m = y, y + SUM_SLICES, …` of its residue in that order, and the first thread adds
+/// the slices' sums in the order `y = 0, 1, …`: the same order on every call (deterministic, no
+/// atomics), with `SUM_SLICES` times the parallelism of one thread per entry (at N = 256 one
+/// pass has 1024 partials per entry).
 #[cube(launch)]
 pub(crate) fn sum_partials_kernel<F: Float>(
     parts: &Tensor<F>,
@@ -249,6 +261,7 @@ pub(crate) fn sum_partials_kernel<F: Float>(
     #[comptime] log_n: usize,
     #[comptime] stage0: usize,
     #[comptime] log_local: usize,
+    #[comptime] reversed: bool,
 ) {
     let half_n = comptime![1usize << (log_n - 1)];
     let half = comptime![1usize << (log_local - 1)];
@@ -256,10 +269,10 @@ pub(crate) fn sum_partials_kernel<F: Float>(
     let local_entries = comptime![log_local * half * 4];
     let pass_entries = comptime![log_local * half_n * 4];
     let all_entries = comptime![log_n * half_n * 4];
-    let e = ABSOLUTE_POS;
-    if e >= comptime![2 * pass_entries] {
-        terminate!();
-    }
+    let x = UNIT_POS_X as usize;
+    let y = UNIT_POS_Y as usize;
+    let e = CUBE_POS * SUM_ENTRIES + x;
+    let inside = e < comptime![2 * pass_entries];
     let c = e / pass_entries;
     let rest = e % pass_entries;
     let s = rest / comptime![half_n * 4];
@@ -271,13 +284,31 @@ pub(crate) fn sum_partials_kernel<F: Float>(
         g = k % lines_per_row;
         k_local = k / lines_per_row;
     }
+    if comptime![reversed] {
+        // Chunk g was line rev(g) of its row (`PassConfig::reversed`).
+        g = reverse_bits(g, comptime![log_n - log_local]);
+    }
     let per_g = per_g as usize;
     let src = (s * half + k_local) * 4 + jj + c * local_entries;
     let mut sum = F::new(0.0);
-    for m in 0..per_g {
-        sum += parts[(g * per_g + m) * 2 * local_entries + src];
+    if inside {
+        let mut m = y;
+        while m < per_g {
+            sum += parts[(g * per_g + m) * 2 * local_entries + src];
+            m += SUM_SLICES;
+        }
     }
-    out[c * all_entries + ((stage0 + s) * half_n + k) * 4 + jj] = sum;
+    let mut slices = SharedMemory::<F>::new(comptime![SUM_ENTRIES * SUM_SLICES]);
+    slices[y * SUM_ENTRIES + x] = sum;
+    sync_cube();
+    if inside && y == 0 {
+        let mut total = slices[x];
+        #[unroll]
+        for j in 1..SUM_SLICES {
+            total += slices[j * SUM_ENTRIES + x];
+        }
+        out[c * all_entries + ((stage0 + s) * half_n + k) * 4 + jj] = total;
+    }
 }
 
 /// Launches the backward of one pass: output gradient (packed) and the pass's input `x` →
@@ -305,6 +336,8 @@ fn backward_pass<R: CubeRuntime, F: FloatElement>(
     let per_g = (cubes / cube_groups) * (rows / lines_per_row).max(1);
     let grad_x = empty::<R, F>(&x.re, vec![2, batch, n]);
     let partials = empty::<R, F>(&x.re, vec![cubes * rows, 2, local_entries]);
+    let mut cfg = pass.config(pass.plan, order.order, false);
+    cfg.reversed = pass.stage0 == 0 && order.order == Order::BitReversed && lines_per_row > 1;
     // SAFETY: every index the kernel forms is in bounds by construction: rows past the batch
     // are masked, the cube count matches the partials buffer, shared-memory and twiddle indices
     // stay below their comptime sizes.
@@ -321,21 +354,21 @@ fn backward_pass<R: CubeRuntime, F: FloatElement>(
             partials.clone().into_tensor_arg(),
             batch as u32,
             cubes as u32,
-            pass.config(pass.plan, order.order, false),
+            cfg,
         );
     }
     let len = 2 * pass.entries();
-    let block = 256;
     sum_partials_kernel::launch::<F, R>(
         &client,
-        CubeCount::Static(len.div_ceil(block) as u32, 1, 1),
-        CubeDim::new_1d(block as u32),
+        grid(len.div_ceil(SUM_ENTRIES)),
+        CubeDim::new_2d(SUM_ENTRIES as u32, SUM_SLICES as u32),
         partials.into_tensor_arg(),
         grad_tw.clone().into_tensor_arg(),
         per_g as u32,
         pass.log_n,
         pass.stage0,
         pass.log_local,
+        cfg.reversed,
     );
     grad_x
 }

@@ -27,7 +27,7 @@ pub(crate) fn permuted(i: usize, table: &Tensor<u32>, #[comptime] cfg: PassConfi
 pub(crate) fn line_element(line: usize, j: usize, #[comptime] cfg: PassConfig) -> (usize, usize) {
     let lines_per_row = comptime![cfg.lines_per_row()];
     let row = line / lines_per_row;
-    let g = line % lines_per_row;
+    let g = line_chunk(line, cfg);
     if comptime![cfg.strided()] {
         (row, g + (j << comptime![cfg.stage0]))
     } else {
@@ -35,12 +35,24 @@ pub(crate) fn line_element(line: usize, j: usize, #[comptime] cfg: PassConfig) -
     }
 }
 
+/// The chunk (first pass) or column (second pass) `g` of line `line`: its residue mod the lines
+/// per row, bit-reversed where the pass's lines are ([`PassConfig::reversed`]).
+#[cube]
+pub(crate) fn line_chunk(line: usize, #[comptime] cfg: PassConfig) -> usize {
+    let g = line % comptime![cfg.lines_per_row()];
+    if comptime![cfg.reversed] {
+        reverse_bits(g, comptime![cfg.log_lines()])
+    } else {
+        g
+    }
+}
+
 /// The line (within the cube) and the element of the line that the cube's `e`-th load or store
-/// touches: contiguous lines go element-major, strided lines line-major (consecutive threads
-/// touch consecutive columns, so the accesses stay coalesced).
+/// touches: contiguous lines go element-major, strided and reversed lines line-major
+/// (consecutive threads touch consecutive columns, so the accesses stay coalesced).
 #[cube]
 pub(crate) fn slot_of(e: usize, #[comptime] cfg: PassConfig) -> (usize, usize) {
-    if comptime![cfg.strided()] {
+    if comptime![cfg.line_major()] {
         (e % comptime![cfg.rows], e / comptime![cfg.rows])
     } else {
         (e >> comptime![cfg.log_local], e % comptime![1usize << cfg.log_local])
@@ -50,7 +62,7 @@ pub(crate) fn slot_of(e: usize, #[comptime] cfg: PassConfig) -> (usize, usize) {
 /// The global twiddle index `k` (of `N/2`) of local butterfly `k_local` on line `line`.
 #[cube]
 pub(crate) fn twiddle_of(line: usize, k_local: usize, #[comptime] cfg: PassConfig) -> usize {
-    let g = line % comptime![cfg.lines_per_row()];
+    let g = line_chunk(line, cfg);
     if comptime![cfg.strided()] {
         g + (k_local << comptime![cfg.stage0])
     } else {

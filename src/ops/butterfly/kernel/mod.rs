@@ -195,10 +195,18 @@ impl Plan {
 
     /// Bytes of shared memory per cube of the backward: the lines, and every stage's input
     /// (kept on-chip between the recomputed forward and the reverse stages; registers hold only
-    /// each thread's twiddles and twiddle-gradient accumulators).
+    /// each thread's twiddles and twiddle-gradient accumulators), each line padded by one
+    /// element ([`backward_line_stride`]).
     pub fn backward_shared_bytes(&self, elem: usize) -> usize {
-        self.shared_bytes(elem) * (self.log_n + 1)
+        2 * self.rows * backward_line_stride(self.log_n) * elem * (self.log_n + 1)
     }
+}
+
+/// Shared-memory elements between consecutive lines of the backward: the line and one pad, so
+/// element `j` of consecutive lines falls in different banks (its line-major loads and stores
+/// would otherwise hit one bank per element).
+pub(crate) fn backward_line_stride(log_local: usize) -> usize {
+    (1 << log_local) + 1
 }
 
 /// One launch over the lines of a batch: the stages `stage0 … stage0 + log_local − 1` of an
@@ -258,6 +266,12 @@ pub(crate) struct PassConfig {
     pub order: Order,
     /// (Forward) whether a cube's lines are the same chunk of consecutive rows.
     pub grouped: bool,
+    /// (Backward, a bit-reversed first pass of two) whether line `λ` of a row is its chunk
+    /// `g = rev(λ)` (bit reversal over the lines' `log2(N / 2^log_local)` bits). Element `j` of
+    /// chunk `g` is `x[rev(j)·lines + λ]`, so consecutive lines read and write consecutive
+    /// columns: the cube's loads and stores go line-major and stay coalesced, where the chunk
+    /// order reads one float per 32-byte sector.
+    pub reversed: bool,
 }
 
 impl PassConfig {
@@ -269,6 +283,17 @@ impl PassConfig {
     /// Whether the lines are strided columns (a second pass) rather than contiguous chunks.
     pub fn strided(&self) -> bool {
         self.stage0 > 0
+    }
+
+    /// Whether the cube's loads and stores go line-major (consecutive threads, consecutive
+    /// lines): where consecutive lines hold consecutive columns (strided or reversed lines).
+    pub fn line_major(&self) -> bool {
+        self.strided() || self.reversed
+    }
+
+    /// log2 of the lines per row.
+    pub fn log_lines(&self) -> usize {
+        self.log_n - self.log_local
     }
 }
 
@@ -283,6 +308,7 @@ impl Pass {
             threads: plan.threads,
             order,
             grouped,
+            reversed: false,
         }
     }
 }
