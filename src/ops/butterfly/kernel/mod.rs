@@ -127,7 +127,10 @@ const MIN_BUTTERFLIES_PER_CUBE: usize = 256;
 /// Butterflies a backward cube works on per stage (one per thread; where a line is longer, one
 /// line): its threads keep their twiddles and twiddle-gradient accumulators in registers
 /// (16 per stage), which limits how many cubes an SM runs; small cubes fill it best (on the
-/// H100, 128 beats 256 by 10 to 18 % and 64 is slower).
+/// H100, 128 beats 256 by 10 to 18 % and 64 is slower; re-measured on an H200 with the padded,
+/// line-major layout, fwd+bwd at batch 16384, 64 / 128 / 256 / 512: CUDA N = 256 0.46 / 0.45–0.47
+/// / 0.65 / 0.67 ms, N = 1024 1.71 / 1.72–1.74 / 1.88 / 2.34 ms, N = 4096 8.49 / 7.45–7.49 /
+/// 8.61 / 9.89 ms; Vulkan N = 4096 12.96 / 10.79–10.97 / 13.03 / 13.25 ms).
 const BACKWARD_BUTTERFLIES_PER_CUBE: usize = 128;
 /// Shared memory a forward cube fills with rows (32 KiB: every wgpu and CUDA device offers it).
 const FORWARD_SHARED_BUDGET: usize = 32 << 10;
