@@ -11,7 +11,7 @@ use burn_cubecl::{kernel::into_contiguous, tensor::CubeTensor, CubeRuntime, Floa
 use crate::ops::cubecl::empty;
 use cubecl::{prelude::*, CubeDim};
 
-use super::forward::{launch_pass, line_element, permuted, planar_split, slot_of, twiddle_of};
+use super::forward::{launch_pass, line_element, load_lines, permuted, planar_split, slot_of, twiddle_of};
 use super::{
     backward_line_stride, device_backward_passes, reverse_bits, InputOrder, Order, Pass, PassConfig, Split, SplitInput,
     TwiddleTables, MAX_PARTIAL_BYTES,
@@ -79,7 +79,6 @@ pub(crate) fn butterfly_backward_kernel<F: Float>(
         acc[a] = F::new(0.0);
     }
     let batch = batch as usize;
-    let im_offset = x.im_offset as usize;
     let cubes = cubes as usize;
     let cube = CUBE_POS;
     if cube >= cubes {
@@ -110,20 +109,7 @@ pub(crate) fn butterfly_backward_kernel<F: Float>(
     let mut chunk = cube;
     while chunk < chunks {
         let first_line = chunk * rows;
-        #[unroll]
-        for q in 0..comptime![2 * per_thread] {
-            let (l, j) = slot_of(t + q * threads, cfg);
-            let (row, i) = line_element(first_line + l, j, cfg);
-            let src = row * n + permuted(i, order, cfg);
-            let mut vr = F::new(0.0);
-            let mut vi = F::new(0.0);
-            if row < batch {
-                vr = x.re[src];
-                vi = x.im[im_offset + src];
-            }
-            s_re[l * stride + j] = vr;
-            s_im[l * stride + j] = vi;
-        }
+        load_lines(x, order, &mut s_re, &mut s_im, first_line, batch, cfg, stride);
         sync_cube();
 
         #[unroll]

@@ -59,6 +59,36 @@ pub(crate) fn slot_of(e: usize, #[comptime] cfg: PassConfig) -> (usize, usize) {
     }
 }
 
+/// Loads the cube's lines of `x` (permuted on the first pass) into `re`, `im`, line `l` from
+/// `l · stride` on; rows past the batch read as zeros.
+#[cube]
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn load_lines<F: Float>(
+    x: &SplitInput<F>,
+    order: &Tensor<u32>,
+    re: &mut SharedMemory<F>,
+    im: &mut SharedMemory<F>,
+    first_line: usize,
+    batch: usize,
+    #[comptime] cfg: PassConfig,
+    #[comptime] stride: usize,
+) {
+    #[unroll]
+    for q in 0..comptime![cfg.rows * (1usize << cfg.log_local) / cfg.threads] {
+        let (l, j) = slot_of(UNIT_POS_X as usize + q * comptime![cfg.threads], cfg);
+        let (row, i) = line_element(first_line + l, j, cfg);
+        let src = row * comptime![1usize << cfg.log_n] + permuted(i, order, cfg);
+        let mut vr = F::new(0.0);
+        let mut vi = F::new(0.0);
+        if row < batch {
+            vr = x.re[src];
+            vi = x.im[x.im_offset as usize + src];
+        }
+        re[l * stride + j] = vr;
+        im[l * stride + j] = vi;
+    }
+}
+
 /// The global twiddle index `k` (of `N/2`) of local butterfly `k_local` on line `line`.
 #[cube]
 pub(crate) fn twiddle_of(line: usize, k_local: usize, #[comptime] cfg: PassConfig) -> usize {

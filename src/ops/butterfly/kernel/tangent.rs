@@ -9,7 +9,7 @@
 use burn_cubecl::{tensor::CubeTensor, CubeRuntime, FloatElement};
 use cubecl::{prelude::*, CubeDim};
 
-use super::forward::{line_element, load_block, permuted, planar_split, slot_of, twiddle_of, Twiddles};
+use super::forward::{line_element, load_block, load_lines, planar_split, slot_of, twiddle_of, Twiddles};
 use super::{passes, InputOrder, Pass, PassConfig, Split, SplitInput, TwiddleTables};
 use crate::ops::cubecl::{empty, grid};
 
@@ -22,35 +22,6 @@ fn block_times<F: Float>(tw: &Twiddles<F>, ar: F, ai: F, br: F, bi: F) -> (F, F,
         tw.t10r * ar - tw.t10i * ai + tw.t11r * br - tw.t11i * bi,
         tw.t10r * ai + tw.t10i * ar + tw.t11r * bi + tw.t11i * br,
     )
-}
-
-/// Loads the cube's lines of `x` (permuted on the first pass) into `re`, `im`; rows past the
-/// batch read as zeros.
-#[cube]
-fn load_lines<F: Float>(
-    x: &SplitInput<F>,
-    order: &Tensor<u32>,
-    re: &mut SharedMemory<F>,
-    im: &mut SharedMemory<F>,
-    first_line: usize,
-    batch: usize,
-    #[comptime] cfg: PassConfig,
-) {
-    let local = comptime![1usize << cfg.log_local];
-    #[unroll]
-    for q in 0..comptime![cfg.rows * local / cfg.threads] {
-        let (l, j) = slot_of(UNIT_POS_X as usize + q * comptime![cfg.threads], cfg);
-        let (row, i) = line_element(first_line + l, j, cfg);
-        let src = row * comptime![1usize << cfg.log_n] + permuted(i, order, cfg);
-        let mut vr = F::new(0.0);
-        let mut vi = F::new(0.0);
-        if row < batch {
-            vr = x.re[src];
-            vi = x.im[x.im_offset as usize + src];
-        }
-        re[l * local + j] = vr;
-        im[l * local + j] = vi;
-    }
 }
 
 /// Stores the cube's lines from `re`, `im` into the packed `[2, batch, n]` output `y`.
@@ -102,8 +73,9 @@ pub(crate) fn butterfly_tangent_kernel<F: Float>(
     if first_line / comptime![cfg.lines_per_row()] >= batch {
         terminate!();
     }
-    load_lines(x, order, &mut s_re, &mut s_im, first_line, batch, cfg);
-    load_lines(dx, order, &mut d_re, &mut d_im, first_line, batch, cfg);
+    let local = comptime![1usize << cfg.log_local];
+    load_lines(x, order, &mut s_re, &mut s_im, first_line, batch, cfg, local);
+    load_lines(dx, order, &mut d_re, &mut d_im, first_line, batch, cfg, local);
     sync_cube();
 
     #[unroll]
