@@ -11,10 +11,10 @@ use burn_cubecl::{kernel::into_contiguous, tensor::CubeTensor, CubeRuntime, Floa
 use crate::ops::cubecl::empty;
 use cubecl::{prelude::*, CubeDim};
 
-use super::forward::{launch_pass, line_element, load_lines, permuted, planar_split, slot_of, twiddle_of};
+use super::forward::{launch_pass, line_element, load_lines, permuted, planar_split, slot_of, swizzled, twiddle_of};
 use super::{
-    backward_line_stride, device_backward_passes, reverse_bits, InputOrder, Order, Pass, PassConfig, Split, SplitInput,
-    TwiddleTables, MAX_PARTIAL_BYTES,
+    device_backward_passes, reverse_bits, InputOrder, Order, Pass, PassConfig, Split, SplitInput, TwiddleTables,
+    MAX_PARTIAL_BYTES,
 };
 use crate::ops::cubecl::grid;
 
@@ -64,15 +64,14 @@ pub(crate) fn butterfly_backward_kernel<F: Float>(
     let half_n = comptime![n / 2];
     let lines_per_row = comptime![cfg.lines_per_row()];
     let per_thread = comptime![rows * half / threads];
-    // Lines lie `stride` elements apart (one pad: line-major accesses spread over the banks).
-    let stride = comptime![backward_line_stride(log_local)];
-    let lines_len = comptime![rows * stride];
+    // Element j of line l at `swizzled(l · local + j)` (spread over the banks).
+    let lines_len = comptime![rows * local];
     let mut s_re = SharedMemory::<F>::new(lines_len);
     let mut s_im = SharedMemory::<F>::new(lines_len);
     // Every stage's input, written and read back by the thread that owns the butterfly (no
     // barrier needed for it), and the twiddle-gradient accumulators (8 per block) in registers.
-    let mut h_re = SharedMemory::<F>::new(comptime![log_local * rows * stride]);
-    let mut h_im = SharedMemory::<F>::new(comptime![log_local * rows * stride]);
+    let mut h_re = SharedMemory::<F>::new(comptime![log_local * lines_len]);
+    let mut h_im = SharedMemory::<F>::new(comptime![log_local * lines_len]);
     let mut acc = Array::<F>::new(comptime![log_local * per_thread * 8]);
     #[unroll]
     for a in 0..comptime![log_local * per_thread * 8] {
@@ -109,7 +108,7 @@ pub(crate) fn butterfly_backward_kernel<F: Float>(
     let mut chunk = cube;
     while chunk < chunks {
         let first_line = chunk * rows;
-        load_lines(x, order, &mut s_re, &mut s_im, first_line, batch, cfg, stride);
+        load_lines(x, order, &mut s_re, &mut s_im, first_line, batch, cfg);
         sync_cube();
 
         #[unroll]
@@ -120,8 +119,8 @@ pub(crate) fn butterfly_backward_kernel<F: Float>(
                 let b = t + p * threads;
                 let k = b % half;
                 let l = b / half;
-                let i0 = l * stride + ((k >> s) << (s + 1)) + (k & (st - 1));
-                let i1 = i0 + st;
+                let i0 = l * local + ((k >> s) << (s + 1)) + (k & (st - 1));
+                let (i0, i1) = (swizzled(i0, cfg), swizzled(i0 + st, cfg));
                 let w = (s * per_thread + p) * 8;
                 let (ar, ai, br, bi) = (s_re[i0], s_im[i0], s_re[i1], s_im[i1]);
                 let h = s * lines_len;
@@ -149,8 +148,9 @@ pub(crate) fn butterfly_backward_kernel<F: Float>(
                 gr = grad_out[row * n + i];
                 gi = grad_out[plane + row * n + i];
             }
-            s_re[l * stride + j] = gr;
-            s_im[l * stride + j] = gi;
+            let at = swizzled(l * local + j, cfg);
+            s_re[at] = gr;
+            s_im[at] = gi;
         }
         sync_cube();
 
@@ -163,8 +163,8 @@ pub(crate) fn butterfly_backward_kernel<F: Float>(
                 let b = t + p * threads;
                 let k = b % half;
                 let l = b / half;
-                let i0 = l * stride + ((k >> s) << (s + 1)) + (k & (st - 1));
-                let i1 = i0 + st;
+                let i0 = l * local + ((k >> s) << (s + 1)) + (k & (st - 1));
+                let (i0, i1) = (swizzled(i0, cfg), swizzled(i0 + st, cfg));
                 let w = (s * per_thread + p) * 8;
                 let (g0r, g0i, g1r, g1i) = (s_re[i0], s_im[i0], s_re[i1], s_im[i1]);
                 let h = s * lines_len;
@@ -197,8 +197,9 @@ pub(crate) fn butterfly_backward_kernel<F: Float>(
             let (row, i) = line_element(first_line + l, j, cfg);
             if row < batch {
                 let dst = row * n + permuted(i, order, cfg);
-                grad_x[dst] = s_re[l * stride + j];
-                grad_x[plane + dst] = s_im[l * stride + j];
+                let at = swizzled(l * local + j, cfg);
+                grad_x[dst] = s_re[at];
+                grad_x[plane + dst] = s_im[at];
             }
         }
         sync_cube();

@@ -59,10 +59,19 @@ pub(crate) fn slot_of(e: usize, #[comptime] cfg: PassConfig) -> (usize, usize) {
     }
 }
 
-/// Loads the cube's lines of `x` (permuted on the first pass) into `re`, `im`, line `l` from
-/// `l · stride` on; rows past the batch read as zeros.
+/// Where element `linear` (= line · 2^log_local + index) of the cube's lines lives in shared
+/// memory: the kernels' twin of [`bank_swizzle`](super::bank_swizzle) (the same expression; see
+/// there why), which spreads every access of the line kernels over the 32 banks.
 #[cube]
-#[allow(clippy::too_many_arguments)]
+pub(crate) fn swizzled(linear: usize, #[comptime] cfg: PassConfig) -> usize {
+    let run = linear >> 5;
+    let group = run >> comptime![cfg.swizzle_group()];
+    linear ^ ((run & 1) * 31) ^ ((group << comptime![cfg.swizzle_shift()]) & 31)
+}
+
+/// Loads the cube's lines of `x` (permuted on the first pass) into `re`, `im` (line `l` at
+/// [`swizzled`] `l · 2^log_local + j`); rows past the batch read as zeros.
+#[cube]
 pub(crate) fn load_lines<F: Float>(
     x: &SplitInput<F>,
     order: &Tensor<u32>,
@@ -71,7 +80,6 @@ pub(crate) fn load_lines<F: Float>(
     first_line: usize,
     batch: usize,
     #[comptime] cfg: PassConfig,
-    #[comptime] stride: usize,
 ) {
     #[unroll]
     for q in 0..comptime![cfg.rows * (1usize << cfg.log_local) / cfg.threads] {
@@ -84,8 +92,9 @@ pub(crate) fn load_lines<F: Float>(
             vr = x.re[src];
             vi = x.im[x.im_offset as usize + src];
         }
-        re[l * stride + j] = vr;
-        im[l * stride + j] = vi;
+        let at = swizzled((l << comptime![cfg.log_local]) + j, cfg);
+        re[at] = vr;
+        im[at] = vi;
     }
 }
 
@@ -242,8 +251,9 @@ pub(crate) fn butterfly_forward_kernel<F: Float>(
             vr = x.re[src];
             vi = x.im[im_offset + src];
         }
-        s_re[l * local + j] = vr;
-        s_im[l * local + j] = vi;
+        let at = swizzled(l * local + j, cfg);
+        s_re[at] = vr;
+        s_im[at] = vi;
     }
     sync_cube();
 
@@ -266,7 +276,7 @@ pub(crate) fn butterfly_forward_kernel<F: Float>(
                     // Butterfly `t + (p·kpt + kb)·threads` of the cube: row l, index k.
                     let l = (t + (p * kpt + kb) * threads) / half;
                     let i0 = l * local + k_base;
-                    apply_block(&mut s_re, &mut s_im, i0, i0 + st, &tw);
+                    apply_block(&mut s_re, &mut s_im, swizzled(i0, cfg), swizzled(i0 + st, cfg), &tw);
                 }
             }
         } else {
@@ -277,7 +287,7 @@ pub(crate) fn butterfly_forward_kernel<F: Float>(
                 let l = b / half;
                 let i0 = l * local + ((k >> s) << (s + 1)) + (k & (st - 1));
                 let tw = load_block(twiddles, stage0 + s, twiddle_of(first_line + l * line_step, k, cfg), half_n);
-                apply_block(&mut s_re, &mut s_im, i0, i0 + st, &tw);
+                apply_block(&mut s_re, &mut s_im, swizzled(i0, cfg), swizzled(i0 + st, cfg), &tw);
             }
         }
         sync_cube();
@@ -290,8 +300,9 @@ pub(crate) fn butterfly_forward_kernel<F: Float>(
         let (row, i) = line_element(first_line + l * line_step, j, cfg);
         if row < batch {
             let dst = row * n + i;
-            output[dst] = s_re[l * local + j];
-            output[plane + dst] = s_im[l * local + j];
+            let at = swizzled(l * local + j, cfg);
+            output[dst] = s_re[at];
+            output[plane + dst] = s_im[at];
         }
     }
 }

@@ -9,7 +9,7 @@
 use burn_cubecl::{tensor::CubeTensor, CubeRuntime, FloatElement};
 use cubecl::{prelude::*, CubeDim};
 
-use super::forward::{line_element, load_block, load_lines, planar_split, slot_of, twiddle_of, Twiddles};
+use super::forward::{line_element, load_block, load_lines, planar_split, slot_of, swizzled, twiddle_of, Twiddles};
 use super::{passes, InputOrder, Pass, PassConfig, Split, SplitInput, TwiddleTables};
 use crate::ops::cubecl::{empty, grid};
 
@@ -41,8 +41,9 @@ fn store_lines<F: Float>(
         let (l, j) = slot_of(UNIT_POS_X as usize + q * comptime![cfg.threads], cfg);
         let (row, i) = line_element(first_line + l, j, cfg);
         if row < batch {
-            y[row * n + i] = re[l * local + j];
-            y[batch * n + row * n + i] = im[l * local + j];
+            let at = swizzled(l * local + j, cfg);
+            y[row * n + i] = re[at];
+            y[batch * n + row * n + i] = im[at];
         }
     }
 }
@@ -73,9 +74,8 @@ pub(crate) fn butterfly_tangent_kernel<F: Float>(
     if first_line / comptime![cfg.lines_per_row()] >= batch {
         terminate!();
     }
-    let local = comptime![1usize << cfg.log_local];
-    load_lines(x, order, &mut s_re, &mut s_im, first_line, batch, cfg, local);
-    load_lines(dx, order, &mut d_re, &mut d_im, first_line, batch, cfg, local);
+    load_lines(x, order, &mut s_re, &mut s_im, first_line, batch, cfg);
+    load_lines(dx, order, &mut d_re, &mut d_im, first_line, batch, cfg);
     sync_cube();
 
     #[unroll]
@@ -86,7 +86,7 @@ pub(crate) fn butterfly_tangent_kernel<F: Float>(
             let b = UNIT_POS_X as usize + p * comptime![cfg.threads];
             let (k, l) = (b % half, b / half);
             let i0 = (l << comptime![cfg.log_local]) + ((k >> s) << (s + 1)) + (k & (st - 1));
-            let i1 = i0 + st;
+            let (i0, i1) = (swizzled(i0, cfg), swizzled(i0 + st, cfg));
             let w = twiddle_of(first_line + l, k, cfg);
             let tw = load_block(twiddles, comptime![cfg.stage0] + s, w, comptime![1usize << (cfg.log_n - 1)]);
             let tv = load_block(directions, comptime![cfg.stage0] + s, w, comptime![1usize << (cfg.log_n - 1)]);
