@@ -11,7 +11,10 @@ use burn_cubecl::{kernel::into_contiguous, tensor::CubeTensor, CubeRuntime, Floa
 use crate::ops::cubecl::empty;
 use cubecl::{prelude::*, CubeDim};
 
-use super::forward::{launch_pass, line_element, load_lines, permuted, planar_split, slot_of, swizzled, twiddle_of};
+use super::forward::{
+    launch_pass, line_element, load_lines, permuted, planar_split, radix_config, slot_of, swizzled, twiddle_of,
+};
+use super::radix;
 use super::{
     device_backward_passes, reverse_bits, InputOrder, Order, Pass, PassConfig, Split, SplitInput, TwiddleTables,
     MAX_PARTIAL_BYTES,
@@ -363,7 +366,8 @@ fn backward_pass<R: CubeRuntime, F: FloatElement>(
 /// Launches the fused backward. Takes the packed output gradient `[2, batch, n]` and the
 /// forward's inputs; returns the packed input gradient `[2, batch, n]` and the twiddle gradient
 /// `[2, log2 n · n/2 · 4]` (re then im). From N = 1024 on it runs in two balanced passes
-/// ([`backward_passes`](super::backward_passes)): the first pass's output is recomputed and the
+/// ([`backward_passes`](super::backward_passes)): the first pass's output is recomputed (by the
+/// register-resident forward stopped after the pass's stages, where a row fits its cube) and the
 /// passes run backwards.
 pub fn backward<R: CubeRuntime, F: FloatElement>(
     grad_out: CubeTensor<R>,
@@ -384,8 +388,17 @@ pub fn backward<R: CubeRuntime, F: FloatElement>(
     let grad_x = match passes.as_slice() {
         [one] => backward_pass::<R, F>(one, grad_out, &x, &tw, &grad_tw, batch, order),
         [first, second] => {
-            let planar = planar_split::<R, F>(&tw, n / 2);
-            let mid = Split::packed(launch_pass::<R, F>(first, &x, &planar, batch, order));
+            // The first pass's output, recomputed: by the register-resident forward stopped after
+            // the pass's stages where a row fits one of its cubes (it loads whole rows,
+            // coalesced), otherwise by the shared-memory forward of the pass's lines.
+            let mid = match radix_config::<R, F>(n, &x.re.device, order.order) {
+                Some(cfg) => {
+                    let cfg = cfg.first_stages(first.log_local);
+                    radix::forward::<R, F>(&x, (&tw.re, &tw.im), batch, order, cfg)
+                }
+                None => launch_pass::<R, F>(first, &x, &planar_split::<R, F>(&tw, n / 2), batch, order),
+            };
+            let mid = Split::packed(mid);
             let grad_mid = backward_pass::<R, F>(second, grad_out, &mid, &tw, &grad_tw, batch, &order.natural());
             backward_pass::<R, F>(first, grad_mid, &x, &tw, &grad_tw, batch, order)
         }

@@ -382,7 +382,11 @@ fn env_override(cell: &'static std::sync::OnceLock<Option<usize>>, var: &str) ->
 }
 
 /// The register-resident forward's configuration for `n` on `device`, where it runs.
-fn radix_config<R: CubeRuntime, F: FloatElement>(n: usize, device: &R::Device, order: Order) -> Option<RadixConfig> {
+pub(super) fn radix_config<R: CubeRuntime, F: FloatElement>(
+    n: usize,
+    device: &R::Device,
+    order: Order,
+) -> Option<RadixConfig> {
     static LOG_ELEMS: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
     static LOG_GROUP: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
     let client = R::client(device);

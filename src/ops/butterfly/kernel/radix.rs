@@ -79,6 +79,9 @@ pub(crate) struct RadixConfig {
     pub log_group: usize,
     /// How the input is ordered.
     pub order: Order,
+    /// Stages applied: the first `stages` of the `log_n` (all of them for the forward; the
+    /// first pass's for the backward's recompute of a two-pass split, [`Self::first_stages`]).
+    pub stages: usize,
 }
 
 impl RadixConfig {
@@ -109,8 +112,14 @@ impl RadixConfig {
         if log_cube < log_n.max(MIN_LOG_CUBE) || log_cube < log_elems {
             return None;
         }
-        let cfg = RadixConfig { log_n, log_rows: log_cube - log_n, log_elems, log_group, order };
+        let cfg = RadixConfig { log_n, log_rows: log_cube - log_n, log_elems, log_group, order, stages: log_n };
         (cfg.threads() <= max_units && cfg.threads() >= 1).then_some(cfg)
+    }
+
+    /// The same kernel stopping after the first `stages` stages (at least one, at most
+    /// `log_n`): its output is the intermediate after them, in natural order.
+    pub fn first_stages(self, stages: usize) -> Self {
+        RadixConfig { stages: stages.clamp(1, self.log_n), ..self }
     }
 
     /// log2 of the elements a cube holds.
@@ -125,13 +134,13 @@ impl RadixConfig {
 
     /// Groups of stages.
     pub fn groups(&self) -> usize {
-        self.log_n.div_ceil(self.log_group.min(self.log_n))
+        self.stages.div_ceil(self.log_group.min(self.stages))
     }
 
     /// Group `i`: its first stage and its number of stages (groups balanced, larger first).
     pub fn group(&self, i: usize) -> (usize, usize) {
         let count = self.groups();
-        let (base, extra) = (self.log_n / count, self.log_n % count);
+        let (base, extra) = (self.stages / count, self.stages % count);
         (i * base + i.min(extra), base + usize::from(i < extra))
     }
 
@@ -584,6 +593,8 @@ mod tests {
     use super::*;
     use crate::ops::butterfly::Permutation;
 
+    /// Every size, element count, group size and order, each applying all its stages or only
+    /// the first few (the backward's recompute).
     fn configs() -> impl Iterator<Item = RadixConfig> {
         (1..=12).flat_map(|log_n| {
             (1..=MAX_LOG_ELEMS).flat_map(move |e| {
@@ -591,6 +602,7 @@ mod tests {
                     [Order::BitReversed, Order::Natural]
                         .into_iter()
                         .filter_map(move |o| RadixConfig::with_elems(1 << log_n, 4, 1024, 48 << 10, o, (e, g)))
+                        .flat_map(move |cfg| (1..=log_n).map(move |stages| cfg.first_stages(stages)))
                 })
             })
         })
@@ -602,7 +614,7 @@ mod tests {
     fn groups_cover_the_cube_once() {
         for cfg in configs() {
             let stages: usize = (0..cfg.groups()).map(|i| cfg.group(i).1).sum();
-            assert_eq!(stages, cfg.log_n, "{cfg:?}");
+            assert_eq!(stages, cfg.stages, "{cfg:?}");
             for gi in 0..cfg.groups() {
                 let (b0, g) = cfg.group(gi);
                 let mut seen = vec![false; 1 << cfg.log_cube()];
@@ -649,7 +661,7 @@ mod tests {
     fn twiddle_addresses_are_a_permutation() {
         for cfg in configs() {
             let n = 1usize << cfg.log_n;
-            for p in 0..cfg.log_n {
+            for p in 0..cfg.stages {
                 let mut seen = vec![false; n / 2];
                 for i0 in (0..n).filter(|i| i & (1 << p) == 0) {
                     let a = cfg.twiddle_address(i0, p);
@@ -692,8 +704,8 @@ mod tests {
         assert!(direct.0 > 0 && direct.1 > 0, "no configuration loads or stores directly: {direct:?}");
     }
 
-    /// Every configuration (elements and group sizes, the three orders, N = 2 … 4096) against
-    /// the dense product of the stages in f64, on the wgpu device: a batch that ends in a
+    /// Every configuration (elements and group sizes, the three orders, N = 2 … 4096, all the
+    /// stages or the first few) against the dense product of the stages in f64, on the wgpu device: a batch that ends in a
     /// partial cube. Skipped without an adapter (the integration suite's wgpu tests say why).
     #[test]
     fn every_configuration_matches_the_stages_on_wgpu() {
@@ -725,26 +737,31 @@ mod tests {
         // shared and per-instance twiddles, one group and several (every configuration is a
         // kernel of its own to compile, which costs seconds on a CPU device).
         use Order::{BitReversed as B, Natural as Nat, Table as T};
+        // The last field: the stages applied (fewer than log2 N: the backward's recompute).
         let cases = [
-            (1, (3, 1), Nat),
-            (3, (5, 3), B),
-            (5, (3, 2), T),
-            (6, (3, 3), B),
-            (6, (5, 5), B),
-            (8, (4, 4), T),
-            (8, (2, 1), B),
-            (8, (5, 3), B),
-            (10, (5, 3), B),
-            (10, (4, 4), B),
-            (10, (3, 2), T),
-            (10, (5, 5), Nat),
-            (12, (4, 2), B),
-            (12, (3, 3), Nat),
+            (1, (3, 1), Nat, 1),
+            (3, (5, 3), B, 3),
+            (5, (3, 2), T, 5),
+            (6, (3, 3), B, 6),
+            (6, (5, 5), B, 6),
+            (8, (4, 4), T, 8),
+            (8, (2, 1), B, 8),
+            (8, (5, 3), B, 8),
+            (8, (3, 3), B, 4),
+            (10, (5, 3), B, 10),
+            (10, (4, 4), B, 10),
+            (10, (3, 2), T, 10),
+            (10, (5, 5), Nat, 10),
+            (10, (5, 4), B, 5),
+            (12, (4, 2), B, 12),
+            (12, (3, 3), Nat, 12),
+            (12, (5, 2), T, 6),
         ];
         let mut checked = 0;
-        for (log_n, elems, order) in cases {
+        for (log_n, elems, order, stages) in cases {
             let n = 1usize << log_n;
             let Some(cfg) = RadixConfig::with_elems(n, 4, units, shared, order, elems) else { continue };
+            let cfg = cfg.first_stages(stages);
             let batch = (1 << cfg.log_rows) + 3;
             let x: Vec<Vec<f64>> = (0..2).map(|_| (0..batch * n).map(|_| uniform()).collect()).collect();
             let tw: Vec<Vec<f64>> = (0..2).map(|_| (0..log_n * n * 2).map(|_| uniform()).collect()).collect();
@@ -764,12 +781,20 @@ mod tests {
                 Order::BitReversed => Permutation::BitReversal,
                 Order::Table => Permutation::Gather(gather.clone()),
             };
-            // The f64 product, one row at a time (the crate's f64 butterfly).
+            // The f64 product, one row at a time (the crate's f64 butterfly), of the stages the
+            // kernel applies: the later ones identity blocks there (the kernel gets them random).
+            let mut applied = tw.clone();
+            for (part, one) in applied.iter_mut().zip([1.0, 0.0]) {
+                for (e, v) in part.iter_mut().enumerate().skip(stages * n * 2) {
+                    *v = if e % 4 == 0 || e % 4 == 3 { one } else { 0.0 };
+                }
+            }
             let mut want = vec![0.0; 2 * batch * n];
             for row in 0..batch {
                 let mut v: Vec<Complex64> =
                     (0..n).map(|i| Complex64::new(x[0][row * n + i], x[1][row * n + i])).collect();
-                crate::reference::butterfly::apply(&tw[0], &tw[1], &gather, &mut v).expect("a valid butterfly");
+                crate::reference::butterfly::apply(&applied[0], &applied[1], &gather, &mut v)
+                    .expect("a valid butterfly");
                 for (i, z) in v.into_iter().enumerate() {
                     want[row * n + i] = z.re;
                     want[batch * n + row * n + i] = z.im;
