@@ -19,8 +19,16 @@ const KERNEL_F32_REL: f64 = 1e-5;
 const ADAM_LOSS_REL: f64 = 1e-4;
 
 /// Output and gradients `[y_re, y_im, x_re, x_im, tw_re, tw_im]` of the linear loss
-/// `Σ a_re·y_re + a_im·y_im` through the fused op or the reference.
-fn run<B: Backend>(n: usize, batch: usize, fused: bool, perm: &Permutation, device: &B::Device) -> [Vec<f64>; 6]
+/// `Σ a_re·y_re + a_im·y_im` through the fused op or the reference; `halves` says which of the
+/// two terms the loss has (a half it leaves out gets no gradient).
+fn run<B: Backend>(
+    n: usize,
+    batch: usize,
+    fused: bool,
+    perm: &Permutation,
+    halves: [bool; 2],
+    device: &B::Device,
+) -> [Vec<f64>; 6]
 where
     Autodiff<B>: ButterflyOps<Device = B::Device>,
 {
@@ -37,7 +45,11 @@ where
     } else {
         butterfly_forward_reference(x_re.clone(), x_im.clone(), tw_re.clone(), tw_im.clone(), perm)
     };
-    let loss = (x(3) * yr.clone() + x(4) * yi.clone()).sum();
+    let loss = match halves {
+        [true, false] => (x(3) * yr.clone()).sum(),
+        [false, true] => (x(4) * yi.clone()).sum(),
+        _ => (x(3) * yr.clone() + x(4) * yi.clone()).sum(),
+    };
     let grads = loss.backward();
     [
         host(yr),
@@ -80,19 +92,28 @@ where
                 if perm != Permutation::BitReversal && batch != 3 {
                     continue;
                 }
-                let fused = run::<B>(n, batch, true, &perm, device);
-                let reference = run::<B>(n, batch, false, &perm, device);
-                for (i, name) in
-                    ["y_re", "y_im", "grad x_re", "grad x_im", "grad tw_re", "grad tw_im"].iter().enumerate()
-                {
-                    let err = rel_rms_real(&fused[i], &reference[i]);
-                    assert!(
-                        err <= KERNEL_F32_REL,
-                        "n={n} batch={batch} {perm:?} {name}: fused vs reference rel RMS {err:e} > {KERNEL_F32_REL:e}"
-                    );
-                }
+                let fused = run::<B>(n, batch, true, &perm, [true; 2], device);
+                let reference = run::<B>(n, batch, false, &perm, [true; 2], device);
+                assert_matches(&fused, &reference, &format!("n={n} batch={batch} {perm:?}"));
             }
         }
+    }
+    // A loss of one half of the output only (the other half's gradient is zero), one pass and
+    // two.
+    for n in [16, 1024] {
+        for halves in [[true, false], [false, true]] {
+            let fused = run::<B>(n, 3, true, &Permutation::BitReversal, halves, device);
+            let reference = run::<B>(n, 3, false, &Permutation::BitReversal, halves, device);
+            assert_matches(&fused, &reference, &format!("n={n} batch=3, halves {halves:?} in the loss"));
+        }
+    }
+}
+
+/// Every output and gradient of [`run`]'s fused path within [`KERNEL_F32_REL`] of the reference's.
+fn assert_matches(fused: &[Vec<f64>; 6], reference: &[Vec<f64>; 6], case: &str) {
+    for (i, name) in ["y_re", "y_im", "grad x_re", "grad x_im", "grad tw_re", "grad tw_im"].iter().enumerate() {
+        let err = rel_rms_real(&fused[i], &reference[i]);
+        assert!(err <= KERNEL_F32_REL, "{case} {name}: fused vs reference rel RMS {err:e} > {KERNEL_F32_REL:e}");
     }
 }
 
@@ -102,8 +123,8 @@ where
     Autodiff<B>: ButterflyOps<Device = B::Device>,
 {
     for (n, batch) in [(16, 5000), (1024, 1000), (16384, 7)] {
-        let first = run::<B>(n, batch, true, &Permutation::BitReversal, device);
-        let second = run::<B>(n, batch, true, &Permutation::BitReversal, device);
+        let first = run::<B>(n, batch, true, &Permutation::BitReversal, [true; 2], device);
+        let second = run::<B>(n, batch, true, &Permutation::BitReversal, [true; 2], device);
         for i in 2..6 {
             let same = first[i].iter().zip(&second[i]).all(|(a, b)| a.to_bits() == b.to_bits());
             assert!(same, "n={n} batch={batch}: gradient {i} differs between two runs");

@@ -6,7 +6,7 @@
 //! `g_x0 = conj(t00)·g_y0 + conj(t10)·g_y1`, `g_x1 = conj(t01)·g_y0 + conj(t11)·g_y1`, and
 //! `g_tab = g_ya · conj(x_b)` summed over the batch.
 
-use burn_cubecl::{kernel::into_contiguous, tensor::CubeTensor, CubeRuntime, FloatElement};
+use burn_cubecl::{tensor::CubeTensor, CubeRuntime, FloatElement};
 
 use crate::ops::cubecl::empty;
 use cubecl::{prelude::*, CubeDim};
@@ -46,7 +46,7 @@ fn partial_slot(cube: usize, l: usize, #[comptime] lines_per_row: usize, #[compt
 /// writes its partial twiddle gradient.
 #[cube(launch_unchecked)]
 pub(crate) fn butterfly_backward_kernel<F: Float>(
-    grad_out: &Tensor<F>,
+    grad_out: &SplitInput<F>,
     x: &SplitInput<F>,
     order: &Tensor<u32>,
     twiddles: &TwiddleTables<F>,
@@ -148,8 +148,8 @@ pub(crate) fn butterfly_backward_kernel<F: Float>(
             let mut gr = F::new(0.0);
             let mut gi = F::new(0.0);
             if row < batch {
-                gr = grad_out[row * n + i];
-                gi = grad_out[plane + row * n + i];
+                gr = grad_out.re[row * n + i];
+                gi = grad_out.im[grad_out.im_offset as usize + row * n + i];
             }
             let at = swizzled(l * local + j, cfg);
             s_re[at] = gr;
@@ -301,11 +301,11 @@ pub(crate) fn sum_partials_kernel<F: Float>(
     }
 }
 
-/// Launches the backward of one pass: output gradient (packed) and the pass's input `x` →
-/// packed input gradient; writes the pass's stages of `grad_tw`.
+/// Launches the backward of one pass: output gradient and the pass's input `x` → packed input
+/// gradient; writes the pass's stages of `grad_tw`.
 fn backward_pass<R: CubeRuntime, F: FloatElement>(
     pass: &Pass,
-    grad_out: CubeTensor<R>,
+    grad_out: &Split<R>,
     x: &Split<R>,
     tw: &Split<R>,
     grad_tw: &CubeTensor<R>,
@@ -336,7 +336,7 @@ fn backward_pass<R: CubeRuntime, F: FloatElement>(
             &client,
             grid(cubes),
             CubeDim::new_1d(pass.plan.threads as u32),
-            grad_out.into_tensor_arg(),
+            grad_out.arg::<F>(),
             x.arg::<F>(),
             order.table.clone().into_tensor_arg(),
             tw.twiddles::<F>(),
@@ -363,14 +363,14 @@ fn backward_pass<R: CubeRuntime, F: FloatElement>(
     grad_x
 }
 
-/// Launches the fused backward. Takes the packed output gradient `[2, batch, n]` and the
+/// Launches the fused backward. Takes the output gradient (re and im, each `[batch, n]`) and the
 /// forward's inputs; returns the packed input gradient `[2, batch, n]` and the twiddle gradient
 /// `[2, log2 n · n/2 · 4]` (re then im). From N = 1024 on it runs in two balanced passes
 /// ([`backward_passes`](super::backward_passes)): the first pass's output is recomputed (by the
 /// register-resident forward stopped after the pass's stages, where a row fits its cube) and the
 /// passes run backwards.
 pub fn backward<R: CubeRuntime, F: FloatElement>(
-    grad_out: CubeTensor<R>,
+    (grad_re, grad_im): (CubeTensor<R>, CubeTensor<R>),
     x_re: CubeTensor<R>,
     x_im: CubeTensor<R>,
     tw_re: CubeTensor<R>,
@@ -379,14 +379,14 @@ pub fn backward<R: CubeRuntime, F: FloatElement>(
 ) -> (CubeTensor<R>, CubeTensor<R>) {
     let dims = x_re.meta.shape().clone();
     let (batch, n) = (dims[0], dims[1]);
-    let grad_out = into_contiguous(grad_out);
+    let grad_out = Split::new(grad_re, grad_im);
     let (x, tw) = (Split::new(x_re, x_im), Split::new(tw_re, tw_im));
     let passes =
         device_backward_passes::<R, F>(n, &x.re.device).expect("butterfly backward: the caller checks fused_supported");
     let log_n = n.trailing_zeros() as usize;
     let grad_tw = empty::<R, F>(&x.re, vec![2, log_n * (n / 2) * 4]);
     let grad_x = match passes.as_slice() {
-        [one] => backward_pass::<R, F>(one, grad_out, &x, &tw, &grad_tw, batch, order),
+        [one] => backward_pass::<R, F>(one, &grad_out, &x, &tw, &grad_tw, batch, order),
         [first, second] => {
             // The first pass's output, recomputed: by the register-resident forward stopped after
             // the pass's stages where a row fits one of its cubes (it loads whole rows,
@@ -399,8 +399,8 @@ pub fn backward<R: CubeRuntime, F: FloatElement>(
                 None => launch_pass::<R, F>(first, &x, &planar_split::<R, F>(&tw, n / 2), batch, order),
             };
             let mid = Split::packed(mid);
-            let grad_mid = backward_pass::<R, F>(second, grad_out, &mid, &tw, &grad_tw, batch, &order.natural());
-            backward_pass::<R, F>(first, grad_mid, &x, &tw, &grad_tw, batch, order)
+            let grad_mid = backward_pass::<R, F>(second, &grad_out, &mid, &tw, &grad_tw, batch, &order.natural());
+            backward_pass::<R, F>(first, &Split::packed(grad_mid), &x, &tw, &grad_tw, batch, order)
         }
         _ => unreachable!("butterfly backward: one or two passes"),
     };
