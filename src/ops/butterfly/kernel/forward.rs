@@ -4,7 +4,9 @@ use burn_cubecl::{tensor::CubeTensor, CubeRuntime, FloatElement};
 use cubecl::{prelude::*, CubeDim};
 
 use super::radix::{self, RadixConfig};
-use super::{device_passes, reverse_bits, InputOrder, Order, Pass, PassConfig, Split, SplitInput, TwiddleTables};
+use super::{
+    device_passes, env_override, reverse_bits, InputOrder, Order, Pass, PassConfig, Split, SplitInput, TwiddleTables,
+};
 use crate::ops::cubecl::empty;
 use crate::ops::cubecl::grid;
 
@@ -373,12 +375,6 @@ pub fn forward<R: CubeRuntime, F: FloatElement>(
         y = launch_pass::<R, F>(pass, &Split::packed(y), &tw, batch, &order.natural());
     }
     y
-}
-
-/// An environment variable as a number, read once per process (the forward's launcher asks on
-/// every call).
-fn env_override(cell: &'static std::sync::OnceLock<Option<usize>>, var: &str) -> Option<usize> {
-    *cell.get_or_init(|| std::env::var(var).ok().and_then(|v| v.parse::<usize>().ok()))
 }
 
 /// The register-resident forward's configuration for `n` on `device`, where it runs.

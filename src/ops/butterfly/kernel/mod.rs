@@ -416,18 +416,24 @@ pub(crate) fn passes(n: usize, elem: usize, max_units: usize, max_shared: usize)
     (grad_bytes <= MAX_PARTIAL_BYTES).then_some(list)
 }
 
-/// The backward's passes: from N = 2^[`BACKWARD_SPLIT_LOG_N`] on (or where one pass's shared
-/// memory would not fit), two balanced passes (lines of `2^⌈L/2⌉` and `2^⌊L/2⌋`) whatever the
-/// forward takes. Each thread of the backward keeps 8 twiddles and 8
+/// The backward's passes: from N = 2^`split_log_n` on ([`BACKWARD_SPLIT_LOG_N`] unless
+/// overridden), or where one pass's shared memory would not fit, two balanced passes (lines of
+/// `2^⌈L/2⌉` and `2^⌊L/2⌋`) whatever the forward takes. Each thread of the backward keeps 8 twiddles and 8
 /// twiddle-gradient accumulators per stage and butterfly in registers, and the cube keeps
 /// every stage's input in shared memory; short lines keep both small (more cubes per SM) at
 /// the cost of one more trip through device memory. `None` where a pass's shared memory does
 /// not fit.
-pub(crate) fn backward_passes(n: usize, elem: usize, max_units: usize, max_shared: usize) -> Option<Vec<Pass>> {
+pub(crate) fn backward_passes(
+    n: usize,
+    elem: usize,
+    max_units: usize,
+    max_shared: usize,
+    split_log_n: usize,
+) -> Option<Vec<Pass>> {
     let forward = passes(n, elem, max_units, max_shared)?;
     let log_n = n.trailing_zeros() as usize;
     let single = forward.len() == 1 && forward[0].plan.backward_shared_bytes(elem) <= max_shared;
-    let list = if (log_n < BACKWARD_SPLIT_LOG_N && single) || log_n == 1 {
+    let list = if (log_n < split_log_n && single) || log_n == 1 {
         forward
     } else {
         let a = log_n.div_ceil(2);
@@ -439,14 +445,25 @@ pub(crate) fn backward_passes(n: usize, elem: usize, max_units: usize, max_share
 
 /// log2 N from which the backward runs in two balanced passes (see [`backward_passes`]).
 pub(crate) const BACKWARD_SPLIT_LOG_N: usize = 10;
+/// The environment variable that overrides [`BACKWARD_SPLIT_LOG_N`] (for comparisons).
+pub(crate) const BACKWARD_SPLIT_VAR: &str = "LEARNED_FFT_BACKWARD_SPLIT_LOG_N";
+
+/// An environment variable as a number, read once per process (the launchers ask on every
+/// call).
+pub(crate) fn env_override(cell: &'static std::sync::OnceLock<Option<usize>>, var: &str) -> Option<usize> {
+    *cell.get_or_init(|| std::env::var(var).ok().and_then(|v| v.parse::<usize>().ok()))
+}
 
 /// The backward's passes for `n` on `device` in float type `F`.
 pub(crate) fn device_backward_passes<R: CubeRuntime, F: FloatElement>(
     n: usize,
     device: &R::Device,
 ) -> Option<Vec<Pass>> {
+    static SPLIT: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
+    let split = env_override(&SPLIT, BACKWARD_SPLIT_VAR).unwrap_or(BACKWARD_SPLIT_LOG_N);
     let props = R::client(device).properties().hardware.clone();
-    backward_passes(n, std::mem::size_of::<F>(), props.max_units_per_cube as usize, props.max_shared_memory_size)
+    let (units, shared) = (props.max_units_per_cube as usize, props.max_shared_memory_size);
+    backward_passes(n, std::mem::size_of::<F>(), units, shared, split)
 }
 
 /// The passes for `n` on `device` in float type `F`.
@@ -487,8 +504,8 @@ mod tests {
         for log_n in 1..=MAX_FUSED_N.trailing_zeros() as usize {
             let n = 1 << log_n;
             let forward = passes(n, elem, units, shared).unwrap_or_else(|| panic!("n={n}: no forward passes"));
-            let backward =
-                backward_passes(n, elem, units, shared).unwrap_or_else(|| panic!("n={n}: no backward passes"));
+            let backward = backward_passes(n, elem, units, shared, BACKWARD_SPLIT_LOG_N)
+                .unwrap_or_else(|| panic!("n={n}: no backward passes"));
             for pass in &forward {
                 assert!(pass.forward.shared_bytes(elem) <= shared, "n={n}: forward {pass:?} over budget");
             }
@@ -566,7 +583,7 @@ mod tests {
                 for pass in passes(n, 2 * elem, 1024, shared).unwrap_or_default() {
                     assert_conflict_free(&pass.config(pass.forward, Order::Natural, false), "tangent");
                 }
-                for pass in backward_passes(n, elem, 1024, shared).unwrap_or_default() {
+                for pass in backward_passes(n, elem, 1024, shared, BACKWARD_SPLIT_LOG_N).unwrap_or_default() {
                     let mut cfg = pass.config(pass.plan, Order::BitReversed, false);
                     assert_conflict_free(&cfg, "backward");
                     cfg.reversed = pass.stage0 == 0 && pass.lines_per_row() > 1;
@@ -580,7 +597,7 @@ mod tests {
     /// and splits in two where it does not (N = 512 needs 40 KiB for one row).
     #[test]
     fn backward_splits_where_history_does_not_fit() {
-        let count = |shared: usize| backward_passes(512, 4, 1024, shared).map(|p| p.len());
+        let count = |shared: usize| backward_passes(512, 4, 1024, shared, BACKWARD_SPLIT_LOG_N).map(|p| p.len());
         assert_eq!(count(48 << 10), Some(1));
         assert_eq!(count(32 << 10), Some(2));
     }
