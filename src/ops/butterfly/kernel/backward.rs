@@ -12,7 +12,8 @@ use crate::ops::cubecl::empty;
 use cubecl::{prelude::*, CubeDim};
 
 use super::forward::{
-    launch_pass, line_element, load_lines, permuted, planar_split, radix_config, slot_of, swizzled, twiddle_of,
+    launch_pass, line_element, load_lines, permuted, planar_split, radix_config, slot_of, swizzled, swizzled_pair,
+    twiddle_of,
 };
 use super::radix;
 use super::{
@@ -116,14 +117,14 @@ pub(crate) fn butterfly_backward_kernel<F: Float>(
 
         #[unroll]
         for s in 0..log_local {
-            let st = 1usize << s;
+            let st = comptime![1usize << s];
             #[unroll]
             for p in 0..per_thread {
                 let b = t + p * threads;
                 let k = b % half;
                 let l = b / half;
                 let i0 = l * local + ((k >> s) << (s + 1)) + (k & (st - 1));
-                let (i0, i1) = (swizzled(i0, cfg), swizzled(i0 + st, cfg));
+                let (i0, i1) = swizzled_pair(i0, st, cfg);
                 let w = (s * per_thread + p) * 8;
                 let (ar, ai, br, bi) = (s_re[i0], s_im[i0], s_re[i1], s_im[i1]);
                 let h = s * lines_len;
@@ -159,15 +160,15 @@ pub(crate) fn butterfly_backward_kernel<F: Float>(
 
         #[unroll]
         for r in 0..log_local {
-            let s = log_local - 1 - r;
-            let st = 1usize << s;
+            let s = comptime![log_local - 1 - r];
+            let st = comptime![1usize << s];
             #[unroll]
             for p in 0..per_thread {
                 let b = t + p * threads;
                 let k = b % half;
                 let l = b / half;
                 let i0 = l * local + ((k >> s) << (s + 1)) + (k & (st - 1));
-                let (i0, i1) = (swizzled(i0, cfg), swizzled(i0 + st, cfg));
+                let (i0, i1) = swizzled_pair(i0, st, cfg);
                 let w = (s * per_thread + p) * 8;
                 let (g0r, g0i, g1r, g1i) = (s_re[i0], s_im[i0], s_re[i1], s_im[i1]);
                 let h = s * lines_len;

@@ -71,6 +71,20 @@ pub(crate) fn swizzled(linear: usize, #[comptime] cfg: PassConfig) -> usize {
     linear ^ ((run & 1) * 31) ^ ((group << comptime![cfg.swizzle_shift()]) & 31)
 }
 
+/// The shared-memory slots of a butterfly's two elements, `i0` (bit `log2 st` clear) and
+/// `i0 + st`. Below `st = 32` both lie in one run of 32 elements, which the swizzle xors with
+/// one mask, so the second slot is the first's `^ st` (a few instructions per butterfly and
+/// stage fewer than swizzling both).
+#[cube]
+pub(crate) fn swizzled_pair(i0: usize, #[comptime] st: usize, #[comptime] cfg: PassConfig) -> (usize, usize) {
+    let a = swizzled(i0, cfg);
+    if comptime![st < 32] {
+        (a, a ^ st)
+    } else {
+        (a, swizzled(i0 + st, cfg))
+    }
+}
+
 /// Loads the cube's lines of `x` (permuted on the first pass) into `re`, `im` (line `l` at
 /// [`swizzled`] `l · 2^log_local + j`); rows past the batch read as zeros.
 #[cube]
@@ -266,7 +280,7 @@ pub(crate) fn butterfly_forward_kernel<F: Float>(
     let kpt = comptime![if threads < half { half / threads } else { 1 }];
     #[unroll]
     for s in 0..log_local {
-        let st = 1usize << s;
+        let st = comptime![1usize << s];
         if comptime![shared_block] {
             #[unroll]
             for kb in 0..kpt {
@@ -278,7 +292,8 @@ pub(crate) fn butterfly_forward_kernel<F: Float>(
                     // Butterfly `t + (p·kpt + kb)·threads` of the cube: row l, index k.
                     let l = (t + (p * kpt + kb) * threads) / half;
                     let i0 = l * local + k_base;
-                    apply_block(&mut s_re, &mut s_im, swizzled(i0, cfg), swizzled(i0 + st, cfg), &tw);
+                    let (a, b) = swizzled_pair(i0, st, cfg);
+                    apply_block(&mut s_re, &mut s_im, a, b, &tw);
                 }
             }
         } else {
@@ -289,7 +304,8 @@ pub(crate) fn butterfly_forward_kernel<F: Float>(
                 let l = b / half;
                 let i0 = l * local + ((k >> s) << (s + 1)) + (k & (st - 1));
                 let tw = load_block(twiddles, stage0 + s, twiddle_of(first_line + l * line_step, k, cfg), half_n);
-                apply_block(&mut s_re, &mut s_im, swizzled(i0, cfg), swizzled(i0 + st, cfg), &tw);
+                let (a, b) = swizzled_pair(i0, st, cfg);
+                apply_block(&mut s_re, &mut s_im, a, b, &tw);
             }
         }
         sync_cube();

@@ -9,7 +9,9 @@
 use burn_cubecl::{tensor::CubeTensor, CubeRuntime, FloatElement};
 use cubecl::{prelude::*, CubeDim};
 
-use super::forward::{line_element, load_block, load_lines, planar_split, slot_of, swizzled, twiddle_of, Twiddles};
+use super::forward::{
+    line_element, load_block, load_lines, planar_split, slot_of, swizzled, swizzled_pair, twiddle_of, Twiddles,
+};
 use super::{passes, InputOrder, Pass, PassConfig, Split, SplitInput, TwiddleTables};
 use crate::ops::cubecl::{empty, grid};
 
@@ -80,13 +82,13 @@ pub(crate) fn butterfly_tangent_kernel<F: Float>(
 
     #[unroll]
     for s in 0..comptime![cfg.log_local] {
-        let st = 1usize << s;
+        let st = comptime![1usize << s];
         #[unroll]
         for p in 0..comptime![cfg.rows * half / cfg.threads] {
             let b = UNIT_POS_X as usize + p * comptime![cfg.threads];
             let (k, l) = (b % half, b / half);
             let i0 = (l << comptime![cfg.log_local]) + ((k >> s) << (s + 1)) + (k & (st - 1));
-            let (i0, i1) = (swizzled(i0, cfg), swizzled(i0 + st, cfg));
+            let (i0, i1) = swizzled_pair(i0, st, cfg);
             let w = twiddle_of(first_line + l, k, cfg);
             let tw = load_block(twiddles, comptime![cfg.stage0] + s, w, comptime![1usize << (cfg.log_n - 1)]);
             let tv = load_block(directions, comptime![cfg.stage0] + s, w, comptime![1usize << (cfg.log_n - 1)]);
