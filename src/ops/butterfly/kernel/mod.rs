@@ -545,6 +545,13 @@ mod tests {
         let mut seen: Vec<usize> = (0..cfg.rows * local).map(swz).collect();
         seen.sort_unstable();
         assert!(seen.iter().copied().eq(0..cfg.rows * local), "{what}: {cfg:?} is not a permutation");
+        // What `forward::swizzled_pair` relies on: below 32 the second element's slot is the
+        // first's `^ st`.
+        for i0 in 0..cfg.rows * local {
+            for s in (0..cfg.log_local.min(5)).filter(|s| i0 & (1 << s) == 0) {
+                assert_eq!(swz(i0 + (1 << s)), swz(i0) ^ (1 << s), "{what}: {cfg:?}, element {i0}, stage {s}");
+            }
+        }
         let per_thread = cfg.rows * half / threads;
         for q in 0..2 * per_thread {
             let slot = |t: usize| {
