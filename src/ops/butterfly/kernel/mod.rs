@@ -200,7 +200,7 @@ impl Plan {
     /// (kept on-chip between the recomputed forward and the reverse stages; registers hold only
     /// each thread's twiddles and twiddle-gradient accumulators).
     pub fn backward_shared_bytes(&self, elem: usize) -> usize {
-        2 * self.rows * (1 << self.log_n) * elem * (self.log_n + 1)
+        self.shared_bytes(elem) * (self.log_n + 1)
     }
 }
 

@@ -534,12 +534,13 @@ fn radix_twiddles_kernel<F: Float>(
 const RELAYOUT_THREADS: usize = 256;
 
 /// Both twiddle tables (`[log2 n, n/2, 2, 2]`, any strides) relaid for
-/// [`butterfly_radix_kernel`], in one launch.
+/// [`butterfly_radix_kernel`], in one launch: the stages it applies (`cfg.stages`), `[stages,
+/// 4, n/2]` each.
 fn radix_twiddles<R: CubeRuntime, F: FloatElement>(
     (re, im): (&CubeTensor<R>, &CubeTensor<R>),
     cfg: RadixConfig,
 ) -> Split<R> {
-    let len = re.meta.shape().num_elements();
+    let len = cfg.stages * 4 * (1 << (cfg.log_n - 1));
     let (out_re, out_im) = (empty::<R, F>(re, vec![len]), empty::<R, F>(re, vec![len]));
     // SAFETY: units past `len` are masked; every read is at the strided offset of an in-bounds
     // 4-D index (stage < log2 n, block < n/2, entry < 4).
