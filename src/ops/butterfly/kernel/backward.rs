@@ -17,8 +17,8 @@ use super::forward::{
 };
 use super::radix;
 use super::{
-    device_backward_passes, reverse_bits, InputOrder, Order, Pass, PassConfig, Split, SplitInput, TwiddleTables,
-    MAX_PARTIAL_BYTES,
+    device_backward_passes, has_plane_barrier, reverse_bits, InputOrder, Order, Pass, PassConfig, Split, SplitInput,
+    TwiddleTables, MAX_PARTIAL_BYTES,
 };
 use crate::ops::cubecl::grid;
 
@@ -39,9 +39,21 @@ fn partial_slot(cube: usize, l: usize, #[comptime] lines_per_row: usize, #[compt
     (g, m)
 }
 
+/// The barrier after a stage: per plane where the next stage reads only what the plane wrote
+/// (`between`: another stage of the same direction follows, and `cfg.plane_sync`), per cube
+/// otherwise.
+#[cube]
+fn stage_sync(#[comptime] between: bool, #[comptime] cfg: PassConfig) {
+    if comptime![between && cfg.plane_sync] {
+        sync_plane();
+    } else {
+        sync_cube();
+    }
+}
+
 /// Each cube loops over line chunks `c, c + cubes, …`; each thread loads its twiddle blocks once,
 /// before the loop (they are the same for every chunk). Per chunk: load x (permuted on the first
-/// pass), run the pass's forward stages keeping every stage's input in shared memory, load
+/// pass), run the pass's forward stages keeping every stage's input in registers, load
 /// the output gradient, run the stages backwards accumulating the twiddle gradient in
 /// registers, and store the input gradient (un-permuted). At the end each (cube, line slot)
 /// writes its partial twiddle gradient.
@@ -72,10 +84,9 @@ pub(crate) fn butterfly_backward_kernel<F: Float>(
     let lines_len = comptime![rows * local];
     let mut s_re = SharedMemory::<F>::new(lines_len);
     let mut s_im = SharedMemory::<F>::new(lines_len);
-    // Every stage's input, written and read back by the thread that owns the butterfly (no
-    // barrier needed for it), and the twiddle-gradient accumulators (8 per block) in registers.
-    let mut h_re = SharedMemory::<F>::new(comptime![log_local * lines_len]);
-    let mut h_im = SharedMemory::<F>::new(comptime![log_local * lines_len]);
+    // Every stage's input (4 floats per butterfly), written and read back by the thread that owns
+    // the butterfly, and the twiddle-gradient accumulators (8 per block): registers.
+    let mut hist = Array::<F>::new(comptime![log_local * per_thread * 4]);
     let mut acc = Array::<F>::new(comptime![log_local * per_thread * 8]);
     #[unroll]
     for a in 0..comptime![log_local * per_thread * 8] {
@@ -127,19 +138,22 @@ pub(crate) fn butterfly_backward_kernel<F: Float>(
                 let (i0, i1) = swizzled_pair(i0, st, cfg);
                 let w = (s * per_thread + p) * 8;
                 let (ar, ai, br, bi) = (s_re[i0], s_im[i0], s_re[i1], s_im[i1]);
-                let h = s * lines_len;
-                h_re[h + i0] = ar;
-                h_im[h + i0] = ai;
-                h_re[h + i1] = br;
-                h_im[h + i1] = bi;
-                let (t00r, t00i, t01r, t01i) = (tw[w], tw[w + 1], tw[w + 2], tw[w + 3]);
-                let (t10r, t10i, t11r, t11i) = (tw[w + 4], tw[w + 5], tw[w + 6], tw[w + 7]);
-                s_re[i0] = t00r * ar - t00i * ai + t01r * br - t01i * bi;
-                s_im[i0] = t00r * ai + t00i * ar + t01r * bi + t01i * br;
-                s_re[i1] = t10r * ar - t10i * ai + t11r * br - t11i * bi;
-                s_im[i1] = t10r * ai + t10i * ar + t11r * bi + t11i * br;
+                let h = (s * per_thread + p) * 4;
+                hist[h] = ar;
+                hist[h + 1] = ai;
+                hist[h + 2] = br;
+                hist[h + 3] = bi;
+                // The last stage's output is not needed: the output gradient replaces it.
+                if comptime![s + 1 < log_local] {
+                    let (t00r, t00i, t01r, t01i) = (tw[w], tw[w + 1], tw[w + 2], tw[w + 3]);
+                    let (t10r, t10i, t11r, t11i) = (tw[w + 4], tw[w + 5], tw[w + 6], tw[w + 7]);
+                    s_re[i0] = t00r * ar - t00i * ai + t01r * br - t01i * bi;
+                    s_im[i0] = t00r * ai + t00i * ar + t01r * bi + t01i * br;
+                    s_re[i1] = t10r * ar - t10i * ai + t11r * br - t11i * bi;
+                    s_im[i1] = t10r * ai + t10i * ar + t11r * bi + t11i * br;
+                }
             }
-            sync_cube();
+            stage_sync(comptime![s + 1 < log_local], cfg);
         }
 
         #[unroll]
@@ -171,8 +185,8 @@ pub(crate) fn butterfly_backward_kernel<F: Float>(
                 let (i0, i1) = swizzled_pair(i0, st, cfg);
                 let w = (s * per_thread + p) * 8;
                 let (g0r, g0i, g1r, g1i) = (s_re[i0], s_im[i0], s_re[i1], s_im[i1]);
-                let h = s * lines_len;
-                let (ar, ai, br, bi) = (h_re[h + i0], h_im[h + i0], h_re[h + i1], h_im[h + i1]);
+                let h = (s * per_thread + p) * 4;
+                let (ar, ai, br, bi) = (hist[h], hist[h + 1], hist[h + 2], hist[h + 3]);
                 // g_tab += g_ya · conj(x_b); layout (re, im) × [t00, t01, t10, t11].
                 let a = (s * per_thread + p) * 8;
                 acc[a] += g0r * ar + g0i * ai;
@@ -191,7 +205,7 @@ pub(crate) fn butterfly_backward_kernel<F: Float>(
                 s_re[i1] = t01r * g0r + t01i * g0i + t11r * g1r + t11i * g1i;
                 s_im[i1] = t01r * g0i - t01i * g0r + t11r * g1i - t11i * g1r;
             }
-            sync_cube();
+            stage_sync(comptime![r + 1 < log_local], cfg);
         }
 
         // Position i of the permuted vector came from x[perm(i)]: its gradient goes back there.
@@ -329,6 +343,7 @@ fn backward_pass<R: CubeRuntime, F: FloatElement>(
     let partials = empty::<R, F>(&x.re, vec![cubes * rows, 2, local_entries]);
     let mut cfg = pass.config(pass.plan, order.order, false);
     cfg.reversed = pass.stage0 == 0 && order.order == Order::BitReversed && lines_per_row > 1;
+    cfg.plane_sync = pass.plane_sync() && has_plane_barrier(R::name(&client));
     // SAFETY: every index the kernel forms is in bounds by construction: rows past the batch
     // are masked, the cube count matches the partials buffer, shared-memory and twiddle indices
     // stay below their comptime sizes.
