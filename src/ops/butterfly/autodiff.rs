@@ -16,7 +16,7 @@ use burn::backend::autodiff::grads::Gradients;
 use burn::backend::autodiff::ops::{Backward, Ops};
 use burn::backend::Autodiff;
 use burn::tensor::backend::Backend;
-use burn::tensor::ops::{FloatTensor, FloatTensorOps};
+use burn::tensor::ops::FloatTensor;
 use burn::tensor::{Tensor, TensorPrimitive};
 use burn_cubecl::{element::BoolElement, CubeBackend, CubeRuntime, FloatElement, IntElement};
 
@@ -54,7 +54,7 @@ impl<B: Backend> Backward<B, 1> for Half<B> {
 }
 
 /// The backward step of the fused butterfly: takes the gradients of the output's halves (a half
-/// the loss does not reach counts as zeros) and registers the gradients of `x_re`, `x_im`,
+/// the loss does not reach counts as zeros, which the kernel then does not read) and registers the gradients of `x_re`, `x_im`,
 /// `tw_re`, `tw_im`.
 #[derive(Debug)]
 struct FusedButterflyBackward<B: Backend> {
@@ -74,11 +74,8 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> Backward<C
         type B<R, F, I, BT> = CubeBackend<R, F, I, BT>;
         let (x_re, x_im, tw_re, tw_im, order) = ops.state;
         let tw_dims: [usize; 4] = tw_re.meta.shape().dims();
-        let shape = x_re.meta.shape().clone();
-        let [grad_re, grad_im] = std::mem::take(&mut *lock::<B<R, F, I, BT>>(&self.halves)).map(|half| {
-            half.unwrap_or_else(|| B::<R, F, I, BT>::float_zeros(shape.clone(), &x_re.device, F::dtype().into()))
-        });
-        let (grad_x, grad_tw) = kernel::backward::<R, F>((grad_re, grad_im), x_re, x_im, tw_re, tw_im, &order);
+        let grad_out = std::mem::take(&mut *lock::<B<R, F, I, BT>>(&self.halves));
+        let (grad_x, grad_tw) = kernel::backward::<R, F>(grad_out, x_re, x_im, tw_re, tw_im, &order);
 
         let grad_x = Tensor::<B<R, F, I, BT>, 3>::from_primitive(TensorPrimitive::Float(grad_x));
         let [_, batch, n] = grad_x.dims();

@@ -163,8 +163,12 @@ pub(crate) fn butterfly_backward_kernel<F: Float>(
             let mut gr = F::new(0.0);
             let mut gi = F::new(0.0);
             if row < batch {
-                gr = grad_out.re[row * n + i];
-                gi = grad_out.im[grad_out.im_offset as usize + row * n + i];
+                if comptime![cfg.grad_parts[0]] {
+                    gr = grad_out.re[row * n + i];
+                }
+                if comptime![cfg.grad_parts[1]] {
+                    gi = grad_out.im[grad_out.im_offset as usize + row * n + i];
+                }
             }
             let at = swizzled(l * local + j, cfg);
             s_re[at] = gr;
@@ -316,11 +320,11 @@ pub(crate) fn sum_partials_kernel<F: Float>(
     }
 }
 
-/// Launches the backward of one pass: output gradient and the pass's input `x` → packed input
-/// gradient; writes the pass's stages of `grad_tw`.
+/// Launches the backward of one pass: output gradient (and which of its parts the kernel reads)
+/// and the pass's input `x` → packed input gradient; writes the pass's stages of `grad_tw`.
 fn backward_pass<R: CubeRuntime, F: FloatElement>(
     pass: &Pass,
-    grad_out: &Split<R>,
+    (grad_out, grad_parts): (&Split<R>, [bool; 2]),
     x: &Split<R>,
     tw: &Split<R>,
     grad_tw: &CubeTensor<R>,
@@ -344,6 +348,7 @@ fn backward_pass<R: CubeRuntime, F: FloatElement>(
     let mut cfg = pass.config(pass.plan, order.order, false);
     cfg.reversed = pass.stage0 == 0 && order.order == Order::BitReversed && lines_per_row > 1;
     cfg.plane_sync = pass.plane_sync() && has_plane_barrier(R::name(&client));
+    cfg.grad_parts = grad_parts;
     // SAFETY: every index the kernel forms is in bounds by construction: rows past the batch
     // are masked, the cube count matches the partials buffer, shared-memory and twiddle indices
     // stay below their comptime sizes.
@@ -379,14 +384,14 @@ fn backward_pass<R: CubeRuntime, F: FloatElement>(
     grad_x
 }
 
-/// Launches the fused backward. Takes the output gradient (re and im, each `[batch, n]`) and the
-/// forward's inputs; returns the packed input gradient `[2, batch, n]` and the twiddle gradient
+/// Launches the fused backward. Takes the output gradient (re and im, each `[batch, n]`; a part
+/// the loss does not reach, `None`, counts as zeros) and the forward's inputs; returns the packed input gradient `[2, batch, n]` and the twiddle gradient
 /// `[2, log2 n · n/2 · 4]` (re then im). From N = 1024 on it runs in two balanced passes
 /// ([`backward_passes`](super::backward_passes)): the first pass's output is recomputed (by the
 /// register-resident forward stopped after the pass's stages, where a row fits its cube) and the
 /// passes run backwards.
 pub fn backward<R: CubeRuntime, F: FloatElement>(
-    (grad_re, grad_im): (CubeTensor<R>, CubeTensor<R>),
+    grad_out: [Option<CubeTensor<R>>; 2],
     x_re: CubeTensor<R>,
     x_im: CubeTensor<R>,
     tw_re: CubeTensor<R>,
@@ -395,14 +400,20 @@ pub fn backward<R: CubeRuntime, F: FloatElement>(
 ) -> (CubeTensor<R>, CubeTensor<R>) {
     let dims = x_re.meta.shape().clone();
     let (batch, n) = (dims[0], dims[1]);
-    let grad_out = Split::new(grad_re, grad_im);
+    let parts = grad_out.each_ref().map(Option::is_some);
+    let grad_out = match grad_out {
+        [Some(re), Some(im)] => Split::new(re, im),
+        // The kernel reads only the parts it has: a tensor it has stands for the others.
+        [Some(one), None] | [None, Some(one)] => Split::new(one.clone(), one),
+        [None, None] => Split::new(x_re.clone(), x_re.clone()),
+    };
     let (x, tw) = (Split::new(x_re, x_im), Split::new(tw_re, tw_im));
     let passes =
         device_backward_passes::<R, F>(n, &x.re.device).expect("butterfly backward: the caller checks fused_supported");
     let log_n = n.trailing_zeros() as usize;
     let grad_tw = empty::<R, F>(&x.re, vec![2, log_n * (n / 2) * 4]);
     let grad_x = match passes.as_slice() {
-        [one] => backward_pass::<R, F>(one, &grad_out, &x, &tw, &grad_tw, batch, order),
+        [one] => backward_pass::<R, F>(one, (&grad_out, parts), &x, &tw, &grad_tw, batch, order),
         [first, second] => {
             // The first pass's output, recomputed: by the register-resident forward stopped after
             // the pass's stages where a row fits one of its cubes (it loads whole rows,
@@ -415,8 +426,9 @@ pub fn backward<R: CubeRuntime, F: FloatElement>(
                 None => launch_pass::<R, F>(first, &x, &planar_split::<R, F>(&tw, n / 2), batch, order),
             };
             let mid = Split::packed(mid);
-            let grad_mid = backward_pass::<R, F>(second, &grad_out, &mid, &tw, &grad_tw, batch, &order.natural());
-            backward_pass::<R, F>(first, &Split::packed(grad_mid), &x, &tw, &grad_tw, batch, order)
+            let grad_mid =
+                backward_pass::<R, F>(second, (&grad_out, parts), &mid, &tw, &grad_tw, batch, &order.natural());
+            backward_pass::<R, F>(first, (&Split::packed(grad_mid), [true; 2]), &x, &tw, &grad_tw, batch, order)
         }
         _ => unreachable!("butterfly backward: one or two passes"),
     };

@@ -294,6 +294,9 @@ pub(crate) struct PassConfig {
     /// half at most 32), so between stages only the plane's threads exchange data. Set only
     /// where the compiler has a plane barrier (CUDA's `__syncwarp`; WGSL has none).
     pub plane_sync: bool,
+    /// (Backward) which parts (re, im) of the output gradient the kernel reads; a part the loss
+    /// does not reach is zero, and the kernel neither reads nor needs a zero tensor for it.
+    pub grad_parts: [bool; 2],
 }
 
 impl PassConfig {
@@ -344,6 +347,7 @@ impl Pass {
             grouped,
             reversed: false,
             plane_sync: false,
+            grad_parts: [true, true],
         }
     }
 }
