@@ -310,6 +310,8 @@ fn bench_anchors_are_read_and_checked() {
     assert!((ratio - r["forward_gbps"].as_f64().unwrap() / 100.0).abs() <= 1e-12 * ratio, "{r}");
     let speedup = r["anchor"]["fwd_bwd_speedup_over_torch"].as_f64().unwrap();
     assert!((speedup - 2.0 / r["fwd_bwd_ms"].as_f64().unwrap()).abs() <= 1e-12 * speedup, "{r}");
+    let pipelined = r["anchor"]["fwd_bwd_pipelined_speedup_over_torch"].as_f64().unwrap();
+    assert!((pipelined - 2.0 / r["fwd_bwd_pipelined_ms"].as_f64().unwrap()).abs() <= 1e-12 * pipelined, "{r}");
     std::fs::write(&file, "not json\n").unwrap();
     let spectral = ["--backend", "ndarray", "bench", "spectral", "--win", "16", "--signals", "1", "--samples", "256"];
     let mut args: Vec<&str> = spectral.to_vec();
