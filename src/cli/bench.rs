@@ -20,6 +20,29 @@ use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
+/// Synchronises `device`, as a bench error where it cannot.
+fn sync<B: Backend>(device: &B::Device) -> Result<()> {
+    B::sync(device).map_err(|e| Error::invalid("bench", "a device that synchronises", format!("{e:?}")))
+}
+
+/// What both timings do first: refuse `iters = 0` (`needs` says why a timing is needed), run
+/// `warmup` untimed calls of `f` and synchronise.
+fn warm_up<B: Backend>(
+    device: &B::Device,
+    warmup: usize,
+    iters: usize,
+    needs: &str,
+    f: &mut impl FnMut() -> Result<()>,
+) -> Result<()> {
+    if iters == 0 {
+        return Err(Error::invalid("bench", format!("iters >= 1 ({needs})"), iters));
+    }
+    for _ in 0..warmup {
+        f()?;
+    }
+    sync::<B>(device)
+}
+
 /// Median of `iters` timings of `f` (in milliseconds), after `warmup` untimed calls; the device
 /// is synchronised before and after each call.
 pub fn median_ms<B: Backend>(
@@ -28,19 +51,12 @@ pub fn median_ms<B: Backend>(
     iters: usize,
     mut f: impl FnMut() -> Result<()>,
 ) -> Result<f64> {
-    if iters == 0 {
-        return Err(Error::invalid("bench", "iters >= 1 (a median needs a timing)", iters));
-    }
-    let sync = || B::sync(device).map_err(|e| Error::invalid("bench", "a device that synchronises", format!("{e:?}")));
-    for _ in 0..warmup {
-        f()?;
-    }
-    sync()?;
+    warm_up::<B>(device, warmup, iters, "a median needs a timing", &mut f)?;
     let mut times = Vec::with_capacity(iters);
     for _ in 0..iters {
         let start = Instant::now();
         f()?;
-        sync()?;
+        sync::<B>(device)?;
         times.push(start.elapsed().as_secs_f64() * 1e3);
     }
     times.sort_by(f64::total_cmp);
@@ -58,19 +74,12 @@ pub fn pipelined_ms<B: Backend>(
     iters: usize,
     mut f: impl FnMut() -> Result<()>,
 ) -> Result<f64> {
-    if iters == 0 {
-        return Err(Error::invalid("bench", "iters >= 1 (a mean needs a timing)", iters));
-    }
-    let sync = || B::sync(device).map_err(|e| Error::invalid("bench", "a device that synchronises", format!("{e:?}")));
-    for _ in 0..warmup {
-        f()?;
-    }
-    sync()?;
+    warm_up::<B>(device, warmup, iters, "a mean needs a timing", &mut f)?;
     let start = Instant::now();
     for _ in 0..iters {
         f()?;
     }
-    sync()?;
+    sync::<B>(device)?;
     Ok(start.elapsed().as_secs_f64() * 1e3 / iters as f64)
 }
 

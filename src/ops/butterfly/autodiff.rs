@@ -54,8 +54,8 @@ impl<B: Backend> Backward<B, 1> for Half<B> {
 }
 
 /// The backward step of the fused butterfly: takes the gradients of the output's halves (a half
-/// the loss does not reach counts as zeros, which the kernel then does not read) and registers the gradients of `x_re`, `x_im`,
-/// `tw_re`, `tw_im`.
+/// the loss does not reach counts as zeros, which the kernel then does not read) and registers
+/// the gradients of `x_re`, `x_im`, `tw_re`, `tw_im`.
 #[derive(Debug)]
 struct FusedButterflyBackward<B: Backend> {
     halves: Halves<B>,

@@ -385,8 +385,9 @@ fn backward_pass<R: CubeRuntime, F: FloatElement>(
 }
 
 /// Launches the fused backward. Takes the output gradient (re and im, each `[batch, n]`; a part
-/// the loss does not reach, `None`, counts as zeros) and the forward's inputs; returns the packed input gradient `[2, batch, n]` and the twiddle gradient
-/// `[2, log2 n · n/2 · 4]` (re then im). From N = 1024 on it runs in two balanced passes
+/// the loss does not reach, `None`, counts as zeros) and the forward's inputs; returns the packed
+/// input gradient `[2, batch, n]` and the twiddle gradient `[2, log2 n · n/2 · 4]` (re then im).
+/// From N = 512 on CUDA (1024 elsewhere) it runs in two balanced passes
 /// ([`backward_passes`](super::backward_passes)): the first pass's output is recomputed (by the
 /// register-resident forward stopped after the pass's stages, where a row fits its cube) and the
 /// passes run backwards.
@@ -404,8 +405,8 @@ pub fn backward<R: CubeRuntime, F: FloatElement>(
     let grad_out = match grad_out {
         [Some(re), Some(im)] => Split::new(re, im),
         // The kernel reads only the parts it has: a tensor it has stands for the others.
-        [Some(one), None] | [None, Some(one)] => Split::new(one.clone(), one),
-        [None, None] => Split::new(x_re.clone(), x_re.clone()),
+        [Some(one), None] | [None, Some(one)] => Split::both(one),
+        [None, None] => Split::both(x_re.clone()),
     };
     let (x, tw) = (Split::new(x_re, x_im), Split::new(tw_re, tw_im));
     let passes =

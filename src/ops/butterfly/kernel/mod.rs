@@ -5,9 +5,10 @@
 //!   it measured faster (`radix::default_log_elems`), the register-resident forward of
 //!   `radix.rs` runs instead: groups of stages in registers, shared memory only between groups.
 //! - [`backward`]: recomputes the forward on-chip (every stage's input kept in the registers of
-//!   the thread that owns the butterfly), then runs the stages in reverse, producing the input gradient and per-cube partial twiddle
-//!   gradients in one launch per pass; a second small kernel sums the partials in a fixed order,
-//!   so the twiddle gradient is deterministic (no atomics).
+//!   the thread that owns the butterfly), then runs the stages in reverse, producing the input
+//!   gradient and per-cube partial twiddle gradients in one launch per pass; a second small
+//!   kernel sums the partials in a fixed order, so the twiddle gradient is deterministic (no
+//!   atomics).
 //!
 //! ## Passes
 //! Stage `s` of the butterfly pairs elements whose indices differ in bit `s` only. With
@@ -380,6 +381,13 @@ impl<R: CubeRuntime> Split<R> {
     /// Real and imaginary parts apart, made contiguous.
     pub fn new(re: CubeTensor<R>, im: CubeTensor<R>) -> Self {
         Split { re: into_contiguous(re), im: into_contiguous(im), im_offset: 0 }
+    }
+
+    /// One tensor standing for both parts (made contiguous once), where a kernel reads only one
+    /// of them or neither.
+    pub fn both(t: CubeTensor<R>) -> Self {
+        let t = into_contiguous(t);
+        Split { re: t.clone(), im: t, im_offset: 0 }
     }
 
     /// A packed `[2, batch, n]` tensor: re then im.
