@@ -28,7 +28,7 @@
 
 mod backward;
 mod forward;
-mod radix;
+pub(crate) mod radix;
 mod tangent;
 
 pub use backward::backward;

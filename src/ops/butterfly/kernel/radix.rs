@@ -276,7 +276,7 @@ fn apply<F: Float>(
 
 /// The cube index of instance `f` of group `gi` (its group bits zero).
 #[cube]
-fn deposit(f: usize, #[comptime] cfg: RadixConfig, #[comptime] gi: usize) -> usize {
+pub(crate) fn deposit(f: usize, #[comptime] cfg: RadixConfig, #[comptime] gi: usize) -> usize {
     let mut index = 0;
     #[unroll]
     for j in 0..comptime![cfg.free_bits(gi)] {
@@ -287,7 +287,7 @@ fn deposit(f: usize, #[comptime] cfg: RadixConfig, #[comptime] gi: usize) -> usi
 
 /// Shared-memory slot of cube element `index` (see [`RadixConfig::swizzle`]).
 #[cube]
-fn swizzled(index: usize, #[comptime] cfg: RadixConfig) -> usize {
+pub(crate) fn swizzled(index: usize, #[comptime] cfg: RadixConfig) -> usize {
     if comptime![cfg.log_cube() >= MIN_LOG_CUBE] {
         index ^ (((index >> 5) ^ (index >> 10)) & 31)
     } else {
@@ -591,6 +591,7 @@ pub(crate) fn forward<R: CubeRuntime, F: FloatElement>(
 
 #[cfg(test)]
 mod tests {
+    use super::checks::{check_free_of_bank_conflicts, check_groups_cover_the_cube};
     use super::*;
     use crate::ops::butterfly::Permutation;
 
@@ -613,48 +614,14 @@ mod tests {
     /// exactly one (thread, instance, element).
     #[test]
     fn groups_cover_the_cube_once() {
-        for cfg in configs() {
-            let stages: usize = (0..cfg.groups()).map(|i| cfg.group(i).1).sum();
-            assert_eq!(stages, cfg.stages, "{cfg:?}");
-            for gi in 0..cfg.groups() {
-                let (b0, g) = cfg.group(gi);
-                let mut seen = vec![false; 1 << cfg.log_cube()];
-                for f in 0..1usize << cfg.free_bits(gi) {
-                    let base: usize = (0..cfg.free_bits(gi)).map(|j| ((f >> j) & 1) << cfg.position(gi, j)).sum();
-                    for e in 0..1usize << g {
-                        let i = base | (e << b0);
-                        assert!(!seen[i], "{cfg:?} group {gi}: {i} twice");
-                        seen[i] = true;
-                    }
-                }
-                assert!(seen.iter().all(|&s| s), "{cfg:?} group {gi}");
-            }
-        }
+        configs().for_each(|cfg| check_groups_cover_the_cube(&cfg));
     }
 
     /// The 32 lanes of a warp hit 32 distinct banks in every group (where the cube has ten
     /// bits), and the swizzle is a permutation.
     #[test]
     fn warps_are_free_of_bank_conflicts() {
-        for cfg in configs().filter(|c| c.log_cube() >= 10) {
-            let mut slots: Vec<usize> = (0..1 << cfg.log_cube()).map(|i| cfg.swizzle(i)).collect();
-            slots.sort_unstable();
-            assert!(slots.iter().enumerate().all(|(i, &s)| i == s), "{cfg:?}: swizzle");
-            for gi in 0..cfg.groups() {
-                let (b0, g) = cfg.group(gi);
-                for e in 0..1usize << g {
-                    let mut banks: Vec<usize> = (0..32usize)
-                        .map(|f| {
-                            let base: usize = (0..5).map(|j| ((f >> j) & 1) << cfg.position(gi, j)).sum();
-                            cfg.swizzle(base | (e << b0)) % 32
-                        })
-                        .collect();
-                    banks.sort_unstable();
-                    banks.dedup();
-                    assert_eq!(banks.len(), 32, "{cfg:?} group {gi} element {e}");
-                }
-            }
-        }
+        configs().filter(|c| c.log_cube() >= 10).for_each(|cfg| check_free_of_bank_conflicts(&cfg));
     }
 
     /// The twiddle address is a permutation of each stage's blocks.
@@ -834,5 +801,53 @@ mod tests {
             checked += 1;
         }
         assert_eq!(checked, cases.len(), "every configuration fits 32 KiB and 1024 units");
+    }
+}
+
+/// Host checks of a configuration's mapping, shared with the other kernels that use it.
+#[cfg(test)]
+pub(crate) mod checks {
+    use super::RadixConfig;
+
+    /// The groups apply `cfg.stages` stages, and every group's deposit, with its own bits, covers
+    /// the cube once: each element is held by exactly one (thread, instance, element).
+    pub(crate) fn check_groups_cover_the_cube(cfg: &RadixConfig) {
+        let stages: usize = (0..cfg.groups()).map(|i| cfg.group(i).1).sum();
+        assert_eq!(stages, cfg.stages, "{cfg:?}");
+        for gi in 0..cfg.groups() {
+            let (b0, g) = cfg.group(gi);
+            let mut seen = vec![false; 1 << cfg.log_cube()];
+            for f in 0..1usize << cfg.free_bits(gi) {
+                let base: usize = (0..cfg.free_bits(gi)).map(|j| ((f >> j) & 1) << cfg.position(gi, j)).sum();
+                for e in 0..1usize << g {
+                    let i = base | (e << b0);
+                    assert!(!seen[i], "{cfg:?} group {gi}: {i} twice");
+                    seen[i] = true;
+                }
+            }
+            assert!(seen.iter().all(|&s| s), "{cfg:?} group {gi}");
+        }
+    }
+
+    /// The swizzle is a permutation, and the 32 lanes of a warp hit 32 distinct banks for each
+    /// element of every group (a cube of at least ten bits).
+    pub(crate) fn check_free_of_bank_conflicts(cfg: &RadixConfig) {
+        let mut slots: Vec<usize> = (0..1 << cfg.log_cube()).map(|i| cfg.swizzle(i)).collect();
+        slots.sort_unstable();
+        assert!(slots.iter().enumerate().all(|(i, &s)| i == s), "{cfg:?}: swizzle");
+        for gi in 0..cfg.groups() {
+            let (b0, g) = cfg.group(gi);
+            for e in 0..1usize << g {
+                let mut banks: Vec<usize> = (0..32usize)
+                    .map(|f| {
+                        let base: usize = (0..5).map(|j| ((f >> j) & 1) << cfg.position(gi, j)).sum();
+                        cfg.swizzle(base | (e << b0)) % 32
+                    })
+                    .collect();
+                banks.sort_unstable();
+                banks.dedup();
+                assert_eq!(banks.len(), 32, "{cfg:?} group {gi} element {e}");
+            }
+        }
     }
 }

@@ -11,7 +11,9 @@ use crate::ops::cubecl::empty;
 use cubecl::{prelude::*, CubeDim};
 
 use super::Tables;
-use super::{fft_stages, frame_config, load_frames, magnitude_slope, FrameConfig, FrameRange, FrameTables, Framing};
+use super::{
+    at, fft_stages, frame_config, load_frames, magnitude_slope, FrameConfig, FrameRange, FrameTables, Framing,
+};
 use crate::ops::butterfly::kernel::reverse_bits;
 use crate::ops::cubecl::grid;
 use crate::ops::spectral::Magnitude;
@@ -50,7 +52,7 @@ pub(crate) fn stft_backward_kernel<F: Float>(
     let eps: F = eps.get::<F>();
     load_frames::<F>(x, x, &tables.window, &mut s_re, &mut s_im, 0, first, framing, cfg, false);
     sync_cube();
-    fft_stages::<F>(&mut s_re, &mut s_im, tables, cfg, rows, false);
+    fft_stages::<F>(&mut s_re, &mut s_im, tables, cfg, false);
 
     let t = UNIT_POS_X as usize;
     #[unroll]
@@ -58,20 +60,21 @@ pub(crate) fn stft_backward_kernel<F: Float>(
         let e = t + q * threads;
         let r = e / w;
         let k = e % w;
+        let slot = at(e, cfg);
         let mut cr = F::new(0.0);
         let mut ci = F::new(0.0);
         if k <= half && first + r < total {
-            let (re, im) = (s_re[e], s_im[e]);
+            let (re, im) = (s_re[slot], s_im[slot]);
             let g = grad_m[(offset + first + r) * bins + k];
             let f = g * magnitude_slope::<F>(re * re + im * im, eps, comptime![cfg.magnitude]);
             cr = f * re;
             ci = f * im;
         }
-        s_re[e] = cr;
-        s_im[e] = ci;
+        s_re[slot] = cr;
+        s_im[slot] = ci;
     }
     sync_cube();
-    fft_stages::<F>(&mut s_re, &mut s_im, tables, cfg, rows, true);
+    fft_stages::<F>(&mut s_re, &mut s_im, tables, cfg, true);
 
     #[unroll]
     for q in 0..comptime![cfg.rows * w / cfg.threads] {
@@ -79,7 +82,7 @@ pub(crate) fn stft_backward_kernel<F: Float>(
         let r = e / w;
         let n = e % w;
         if first + r < total {
-            grad_frames[(first + r) * w + n] = tables.window[n] * s_re[r * w + reverse_bits(n, log_w)];
+            grad_frames[(first + r) * w + n] = tables.window[n] * s_re[at(r * w + reverse_bits(n, log_w), cfg)];
         }
     }
 }

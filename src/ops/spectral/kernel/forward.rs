@@ -4,7 +4,7 @@ use burn_cubecl::{kernel::into_contiguous, tensor::CubeTensor, CubeRuntime, Floa
 use cubecl::{prelude::*, CubeDim};
 
 use super::Tables;
-use super::{fft_stages, frame_config, load_frames, magnitude_of, FrameConfig, FrameRange, FrameTables, Framing};
+use super::{at, fft_stages, frame_config, load_frames, magnitude_of, FrameConfig, FrameRange, FrameTables, Framing};
 use crate::ops::cubecl::empty;
 use crate::ops::cubecl::grid;
 use crate::ops::spectral::Magnitude;
@@ -34,7 +34,7 @@ pub(crate) fn stft_magnitude_kernel<F: Float>(
     let eps: F = eps.get::<F>();
     load_frames::<F>(x, x, &tables.window, &mut s_re, &mut s_im, 0, first, framing, cfg, false);
     sync_cube();
-    fft_stages::<F>(&mut s_re, &mut s_im, tables, cfg, rows, false);
+    fft_stages::<F>(&mut s_re, &mut s_im, tables, cfg, false);
 
     let t = UNIT_POS_X as usize;
     #[unroll]
@@ -43,7 +43,8 @@ pub(crate) fn stft_magnitude_kernel<F: Float>(
         let r = e / bins;
         let k = e % bins;
         if e < comptime![cfg.rows * bins] && first + r < total {
-            let (re, im) = (s_re[r * w + k], s_im[r * w + k]);
+            let slot = at(r * w + k, cfg);
+            let (re, im) = (s_re[slot], s_im[slot]);
             output[(first + r) * bins + k] = magnitude_of::<F>(re * re + im * im, eps, comptime![cfg.magnitude]);
         }
     }

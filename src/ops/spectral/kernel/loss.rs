@@ -1,7 +1,7 @@
 //! The whole spectral loss fused: both signals' spectra, the distance, the reduction and the
 //! spectral-convergence term in one pass, and its backward.
 //!
-//! Forward: each cube loops over groups of `rows` frame pairs, packs pred's frame g and target's
+//! Forward: each cube takes a group of `rows` frame pairs, packs pred's frame g and target's
 //! frame g into one complex frame (`z = p + i·t`: both are real, so one FFT gives both spectra,
 //! `P_k = (Z_k + conj Z_{W−k}) / 2`, `T_k = (Z_k − conj Z_{W−k}) / 2i`), and accumulates per
 //! thread `s0 = Σ d(|P|, |T|)`, `s1 = Σ (|T| − |P|)²`, `s2 = Σ |T|²`; a tree in shared memory
@@ -19,42 +19,16 @@ use burn_cubecl::{kernel::into_contiguous, tensor::CubeTensor, CubeRuntime, Floa
 use cubecl::{prelude::*, CubeCount, CubeDim};
 
 use super::backward::{overlap_add, signal_chunk};
-use super::{fft_stages, frame_config, load_frames, magnitude_of, magnitude_slope, plan, Tables};
+use super::{at, fft_stages, frame_config, load_frames, magnitude_of, magnitude_slope, Tables};
 use super::{FrameConfig, FrameRange, FrameTables, Framing, LossConfig};
 use crate::ops::butterfly::kernel::reverse_bits;
 use crate::ops::cubecl::empty;
 use crate::ops::cubecl::grid;
-use crate::ops::spectral::{Distance, LossParams};
+use crate::ops::spectral::{Distance, LossParams, Magnitude};
 use cubecl::client::ComputeClient;
 
-/// Cubes of the forward, at most: each loops over its share of the frame groups, and the final
-/// reduction reads this many partials per sum.
-const MAX_LOSS_CUBES: usize = 1024;
-/// Threads of the final reduction.
-const FINISH_THREADS: usize = 256;
-
-/// Most shared memory the loss kernels plan for (Metal's limit, which every device offers).
-const LOSS_SHARED_BUDGET: usize = 32 << 10;
-
-/// The loss kernels' frames per cube: the spectrogram's plan holds `rows` single frames; a packed
-/// pair takes the shared memory of one frame, so where the plan holds one frame (W ≥ 512) the
-/// loss takes two where they and the reduction fit [`LOSS_SHARED_BUDGET`]: twice the butterflies
-/// per cube-wide synchronisation. Measured on an H200 (CUDA, fwd+bwd, 64 / 512 signals): W = 1024
-/// 1.148 → 1.052 ms and 7.83 → 6.69 ms. Doubling the multi-frame plans of smaller windows measured
-/// no faster (W = 64 and 256: within the run's spread, one case 36 % slower), so they keep theirs.
-fn loss_frames<R: CubeRuntime>(frame: FrameConfig, client: &ComputeClient<R>, float: usize) -> FrameConfig {
-    if frame.rows > 1 {
-        return frame;
-    }
-    let doubled = FrameConfig { rows: 2, ..frame };
-    if loss_shared_bytes(doubled.rows, doubled.log_w, doubled.threads, float)
-        <= LOSS_SHARED_BUDGET.min(client.properties().hardware.max_shared_memory_size)
-    {
-        doubled
-    } else {
-        frame
-    }
-}
+/// Threads of the final reduction, at most (each sums every `threads`-th partial in order).
+const FINISH_THREADS: usize = 1024;
 
 /// Whether the fused loss can run for window `win` (a slot's packed frame pair and the reduction
 /// must fit in shared memory; otherwise the loss composes the fused spectrogram op with tensor
@@ -64,15 +38,14 @@ pub fn loss_supported<R: CubeRuntime, F: FloatElement>(win: usize, device: &R::D
         return false;
     }
     let client = R::client(device);
-    let plan = plan(&client, win);
-    loss_shared_bytes(plan.rows, plan.log_n, plan.threads, core::mem::size_of::<F>())
-        <= client.properties().hardware.max_shared_memory_size
+    let frame = frame_config(&client, win, Magnitude::Linear);
+    loss_shared_bytes(frame, core::mem::size_of::<F>()) <= client.properties().hardware.max_shared_memory_size
 }
 
-/// Shared memory of a loss kernel's cube of `rows` slots of `2^log_w` and `threads` threads, in
-/// `float`-byte floats: one packed complex frame per slot, and the forward's three-sum reduction.
-fn loss_shared_bytes(rows: usize, log_w: usize, threads: usize, float: usize) -> usize {
-    (2 * rows * (1usize << log_w) + 3 * threads) * float
+/// Shared memory of a loss kernel's cube in `float`-byte floats: one packed complex frame per
+/// slot, and the forward's three-sum reduction.
+fn loss_shared_bytes(frame: FrameConfig, float: usize) -> usize {
+    frame.shared_bytes(float) + 3 * frame.threads * float
 }
 
 /// Shared-memory tree sum of `buf[j·threads + t]` over t, for j < 3; the sums end in
@@ -125,7 +98,7 @@ fn pair_spectra<F: Float>(
 ) {
     load_frames::<F>(&signals.pred, &signals.target, &tables.window, s_re, s_im, 0, first, framing, frame, true);
     sync_cube();
-    fft_stages::<F>(s_re, s_im, tables, frame, comptime![frame.rows], false);
+    fft_stages::<F>(s_re, s_im, tables, frame, false);
 }
 
 /// Bin `k` (≤ W/2) of both real frames of slot `r` from their packed spectrum `Z = P + iQ`
@@ -137,17 +110,19 @@ fn split_spectra<F: Float>(
     s_im: &SharedMemory<F>,
     r: usize,
     k: usize,
-    #[comptime] w: usize,
+    #[comptime] cfg: FrameConfig,
 ) -> (F, F, F, F) {
-    let a = r * w + k;
-    let b = r * w + ((w - k) & (w - 1));
+    let w = comptime![1usize << cfg.log_w];
+    let a = at(r * w + k, cfg);
+    let b = at(r * w + ((w - k) & (w - 1)), cfg);
     let (zr, zi, cr, ci) = (s_re[a], s_im[a], s_re[b], s_im[b]);
     let half = F::new(0.5);
     (half * (zr + cr), half * (zi - ci), half * (zi + ci), half * (cr - zr))
 }
 
-/// Each cube loops over groups of `cfg.frame.rows` frame pairs (`CUBE_COUNT` apart) and writes
-/// its three partial sums.
+/// One cube per group of `cfg.frame.rows` frame pairs: writes the group's three partial sums.
+/// (One group per cube rather than a loop over groups `CUBE_COUNT` apart: the loop kept its
+/// per-thread addresses live across iterations, 122 registers against 64, half the occupancy.)
 #[cube(launch)]
 pub(crate) fn loss_forward_kernel<F: Float>(
     signals: &Pair<F>,
@@ -167,36 +142,33 @@ pub(crate) fn loss_forward_kernel<F: Float>(
     let mut red = SharedMemory::<F>::new(comptime![3 * cfg.frame.threads]);
     let eps: F = eps.get::<F>();
     let total = framing.total as usize;
-    let groups = total.div_ceil(rows);
+    let first = CUBE_POS * rows;
+    if first >= total {
+        terminate!();
+    }
     let t = UNIT_POS_X as usize;
     let mut a0 = F::new(0.0);
     let mut a1 = F::new(0.0);
     let mut a2 = F::new(0.0);
-    let mut group = CUBE_POS;
-    while group < groups {
-        let first = group * rows;
-        pair_spectra::<F>(signals, tables, &mut s_re, &mut s_im, first, framing, frame);
-        #[unroll]
-        for q in 0..comptime![(cfg.frame.rows * bins).div_ceil(cfg.frame.threads)] {
-            let e = t + q * threads;
-            let r = e / bins;
-            let k = e % bins;
-            if e < comptime![cfg.frame.rows * bins] && first + r < total {
-                let (pr, pi, qr, qi) = split_spectra::<F>(&s_re, &s_im, r, k, w);
-                let mp = magnitude_of::<F>(pr * pr + pi * pi, eps, comptime![cfg.frame.magnitude]);
-                let mt = magnitude_of::<F>(qr * qr + qi * qi, eps, comptime![cfg.frame.magnitude]);
-                let diff = mp - mt;
-                if comptime![cfg.distance == Distance::L1] {
-                    a0 += F::abs(diff);
-                } else {
-                    a0 += diff * diff;
-                }
-                a1 += diff * diff;
-                a2 += mt * mt;
+    pair_spectra::<F>(signals, tables, &mut s_re, &mut s_im, first, framing, frame);
+    #[unroll]
+    for q in 0..comptime![(cfg.frame.rows * bins).div_ceil(cfg.frame.threads)] {
+        let e = t + q * threads;
+        let r = e / bins;
+        let k = e % bins;
+        if e < comptime![cfg.frame.rows * bins] && first + r < total {
+            let (pr, pi, qr, qi) = split_spectra::<F>(&s_re, &s_im, r, k, frame);
+            let mp = magnitude_of::<F>(pr * pr + pi * pi, eps, comptime![cfg.frame.magnitude]);
+            let mt = magnitude_of::<F>(qr * qr + qi * qi, eps, comptime![cfg.frame.magnitude]);
+            let diff = mp - mt;
+            if comptime![cfg.distance == Distance::L1] {
+                a0 += F::abs(diff);
+            } else {
+                a0 += diff * diff;
             }
+            a1 += diff * diff;
+            a2 += mt * mt;
         }
-        sync_cube();
-        group += CUBE_COUNT;
     }
     red[t] = a0;
     red[threads + t] = a1;
@@ -310,7 +282,7 @@ pub(crate) fn loss_backward_kernel<F: Float>(
         let r = e / w;
         let k = e % w;
         if k <= half {
-            let (pr, pi, qr, qi) = split_spectra::<F>(&s_re, &s_im, r, k, w);
+            let (pr, pi, qr, qi) = split_spectra::<F>(&s_re, &s_im, r, k, frame);
             let mut cp = F::new(0.0);
             let mut ct = F::new(0.0);
             if first + r < total {
@@ -348,18 +320,18 @@ pub(crate) fn loss_backward_kernel<F: Float>(
                 ai = h * ct * qi;
             }
             // Z_k = A + iB, Z_{W−k} = conj A + i conj B (at DC and Nyquist both are real).
-            let a = r * w + k;
+            let a = at(r * w + k, frame);
             s_re[a] = ar - bi;
             s_im[a] = ai + br;
             if k != 0 && k != half {
-                let b = r * w + w - k;
+                let b = at(r * w + w - k, frame);
                 s_re[b] = ar + bi;
                 s_im[b] = br - ai;
             }
         }
     }
     sync_cube();
-    fft_stages::<F>(&mut s_re, &mut s_im, tables, frame, rows, true);
+    fft_stages::<F>(&mut s_re, &mut s_im, tables, frame, true);
 
     #[unroll]
     for q in 0..comptime![cfg.frame.rows * w / cfg.frame.threads] {
@@ -367,7 +339,7 @@ pub(crate) fn loss_backward_kernel<F: Float>(
         let r = e / w;
         let n = e % w;
         if first + r < total {
-            let src = r * w + reverse_bits(n, log_w);
+            let src = at(r * w + reverse_bits(n, log_w), frame);
             let wn = tables.window[n];
             grad_frames.pred[(first + r) * w + n] = wn * s_re[src];
             if comptime![cfg.grads.0 && cfg.grads.1] {
@@ -379,16 +351,9 @@ pub(crate) fn loss_backward_kernel<F: Float>(
 
 impl LossParams {
     /// The fused loss kernels' comptime configuration for window `win` on `client`'s device.
-    /// (`float`: the bytes of the kernels' float type.)
-    fn config<R: CubeRuntime>(
-        &self,
-        client: &ComputeClient<R>,
-        win: usize,
-        grads: (bool, bool),
-        float: usize,
-    ) -> LossConfig {
+    fn config<R: CubeRuntime>(&self, client: &ComputeClient<R>, win: usize, grads: (bool, bool)) -> LossConfig {
         LossConfig {
-            frame: loss_frames(frame_config(client, win, self.magnitude), client, float),
+            frame: frame_config(client, win, self.magnitude),
             distance: self.distance,
             spectral_convergence: self.spectral_convergence > 0.0,
             grads,
@@ -416,7 +381,7 @@ struct LossLaunch<R: CubeRuntime> {
 }
 
 impl<R: CubeRuntime> LossLaunch<R> {
-    fn new<F: FloatElement>(
+    fn new(
         pred: CubeTensor<R>,
         target: CubeTensor<R>,
         tables: &Tables<R>,
@@ -427,7 +392,7 @@ impl<R: CubeRuntime> LossLaunch<R> {
         let win = tables.win();
         let (pred, target) = (into_contiguous(pred), into_contiguous(target));
         let client = pred.client.clone();
-        let cfg = p.config(&client, win, grads, core::mem::size_of::<F>());
+        let cfg = p.config(&client, win, grads);
         LossLaunch { all: FrameRange::all(dims[0], dims[1], win, p.hop), pred, target, client, cfg }
     }
 }
@@ -441,14 +406,16 @@ pub fn loss_forward<R: CubeRuntime, F: FloatElement>(
     p: LossParams,
 ) -> (CubeTensor<R>, CubeTensor<R>) {
     let LossLaunch { pred, target, client, cfg, all: range } =
-        LossLaunch::new::<F>(pred, target, tables, &p, (false, false));
-    let cubes = range.total.div_ceil(cfg.frame.rows).clamp(1, MAX_LOSS_CUBES);
+        LossLaunch::new(pred, target, tables, &p, (false, false));
+    let cubes = range.total.div_ceil(cfg.frame.rows).max(1);
+    let max_units = client.properties().hardware.max_units_per_cube as usize;
+    let finish_threads = FINISH_THREADS.min(1 << (usize::BITS - 1 - max_units.max(1).leading_zeros()));
     let partials = empty::<R, F>(&pred, vec![cubes, 3]);
     let sums = empty::<R, F>(&pred, vec![3]);
     let loss = empty::<R, F>(&pred, vec![1]);
     loss_forward_kernel::launch::<F, R>(
         &client,
-        CubeCount::Static(cubes as u32, 1, 1),
+        grid(cubes),
         CubeDim::new_1d(cfg.frame.threads as u32),
         PairLaunch::new(pred.into_tensor_arg(), target.into_tensor_arg()),
         tables.arg::<F>(),
@@ -460,12 +427,12 @@ pub fn loss_forward<R: CubeRuntime, F: FloatElement>(
     loss_finish_kernel::launch::<F, R>(
         &client,
         CubeCount::Static(1, 1, 1),
-        CubeDim::new_1d(FINISH_THREADS as u32),
+        CubeDim::new_1d(finish_threads as u32),
         partials.into_tensor_arg(),
         sums.clone().into_tensor_arg(),
         loss.clone().into_tensor_arg(),
         p.scalars::<R, F>(),
-        FINISH_THREADS,
+        finish_threads,
         cfg.spectral_convergence,
     );
     (loss, sums)
@@ -486,7 +453,7 @@ pub fn loss_backward<R: CubeRuntime, F: FloatElement>(
     if !grads.0 && !grads.1 {
         return (None, None);
     }
-    let LossLaunch { pred, target, client, cfg, all } = LossLaunch::new::<F>(pred, target, tables, &p, grads);
+    let LossLaunch { pred, target, client, cfg, all } = LossLaunch::new(pred, target, tables, &p, grads);
     let grad_loss = into_contiguous(grad_loss);
     let (signals, t, win) = (all.total / all.frames, all.t_len, tables.win());
     let chunk = signal_chunk::<F>(signals, all.frames, win);

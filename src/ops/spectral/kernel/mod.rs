@@ -29,7 +29,8 @@ pub use loss::{loss_backward, loss_forward, loss_supported};
 use burn_cubecl::{kernel::into_contiguous, tensor::CubeTensor, CubeRuntime, FloatElement};
 use cubecl::prelude::*;
 
-use crate::ops::butterfly::kernel::{reverse_bits, Plan};
+use crate::ops::butterfly::kernel::radix::{deposit, swizzled, RadixConfig, MAX_LOG_ELEMS};
+use crate::ops::butterfly::kernel::{reverse_bits, Order};
 use crate::ops::spectral::{Distance, Magnitude};
 
 /// Largest window the fused kernels handle (one frame must fit in shared memory, as for the
@@ -133,10 +134,77 @@ pub(crate) struct FrameConfig {
     pub log_w: usize,
     /// Frames a cube holds (frame pairs, packed one per slot, in the loss kernels).
     pub rows: usize,
-    /// Threads per cube.
+    /// Threads per cube: `rows · W / 2^log_elems`.
     pub threads: usize,
+    /// log2 of the elements a thread holds in the on-chip FFT: it runs up to `log_elems` radix-2
+    /// stages in registers between two trips through shared memory.
+    pub log_elems: usize,
     /// Magnitude measure.
     pub magnitude: Magnitude,
+}
+
+impl FrameConfig {
+    /// The configuration for windows of `win` samples (a power of two) on a device with
+    /// `max_units` threads per cube: [`FRAME_CUBE_ELEMS`] elements per cube (one frame where W is
+    /// larger) and [`FRAME_LOG_ELEMS`] elements per thread, more where the threads would exceed
+    /// `max_units` (fewer rows where W leaves no more). `LEARNED_FFT_SPECTRAL_CUBE_ELEMS` and
+    /// `LEARNED_FFT_SPECTRAL_LOG_ELEMS` override the two defaults, for comparisons.
+    pub fn new(win: usize, max_units: usize, magnitude: Magnitude) -> Self {
+        let log_w = win.trailing_zeros() as usize;
+        let cube = env_usize(CUBE_ELEMS_VAR).filter(|c| c.is_power_of_two()).unwrap_or(FRAME_CUBE_ELEMS).max(win);
+        let max_log_elems = log_w.min(MAX_LOG_ELEMS);
+        let mut log_elems =
+            env_usize(LOG_ELEMS_VAR).unwrap_or(FRAME_LOG_ELEMS).clamp(1, MAX_LOG_ELEMS).min(max_log_elems);
+        let mut rows = cube / win;
+        while (rows * win) >> log_elems > max_units.max(1) {
+            if log_elems < max_log_elems {
+                log_elems += 1;
+            } else if rows > 1 {
+                rows /= 2;
+            } else {
+                break;
+            }
+        }
+        FrameConfig { log_w, rows, threads: (rows * win) >> log_elems, log_elems, magnitude }
+    }
+
+    /// The on-chip FFT's mapping of elements to threads, groups of stages and shared-memory
+    /// slots: the register-resident butterfly forward's ([`RadixConfig`]), over the cube's
+    /// `rows` frames, every stage, in groups of up to `log_elems`.
+    pub fn fft(&self) -> RadixConfig {
+        RadixConfig {
+            log_n: self.log_w,
+            log_rows: self.rows.trailing_zeros() as usize,
+            log_elems: self.log_elems,
+            log_group: self.log_elems,
+            order: Order::Natural,
+            stages: self.log_w,
+        }
+    }
+
+    /// Bytes of shared memory the frames of a cube take, in `float`-byte floats.
+    pub fn shared_bytes(&self, float: usize) -> usize {
+        2 * self.rows * (1 << self.log_w) * float
+    }
+}
+
+/// Elements of frames a cube holds (one frame where W is larger): 1024, 8 KiB in f32. Measured
+/// on an H200 (fwd+bwd, 512 signals of 48 000 samples at W = 64, 256, 1024, 2048, H = W/4, and 4
+/// signals at W = 2048, H = 1; 2048 elements → 1024): through Vulkan 4.26 → 3.57, 4.07 → 3.51,
+/// 4.29 → 3.92, 4.58 → 4.30, 15.69 → 15.67 ms; on CUDA within 5 % either way (2.40 → 2.37,
+/// 2.60 → 2.48, 2.79 → 2.87, 2.81 → 2.84, 11.52 → 11.61 ms). 16 elements per thread measured
+/// 3–15 % slower on CUDA at all but W = 2048, H = 1, and slower through Vulkan in every case.
+const FRAME_CUBE_ELEMS: usize = 1024;
+/// log2 of the elements a thread holds in the on-chip FFT: 8, three radix-2 stages per trip
+/// through shared memory (see [`FRAME_CUBE_ELEMS`] for the measurements).
+const FRAME_LOG_ELEMS: usize = 3;
+/// The environment variables that override [`FRAME_CUBE_ELEMS`] and [`FRAME_LOG_ELEMS`].
+const CUBE_ELEMS_VAR: &str = "LEARNED_FFT_SPECTRAL_CUBE_ELEMS";
+const LOG_ELEMS_VAR: &str = "LEARNED_FFT_SPECTRAL_LOG_ELEMS";
+
+/// A positive integer from environment variable `var`, if set and valid.
+fn env_usize(var: &str) -> Option<usize> {
+    std::env::var(var).ok()?.parse().ok().filter(|&v| v > 0)
 }
 
 /// What the fused loss kernels are compiled for: [`FrameConfig`], the distance, whether the
@@ -157,19 +225,21 @@ pub fn fused_supported<R: CubeRuntime, F: FloatElement>(win: usize, device: &R::
     crate::ops::butterfly::kernel::single_pass_supported::<R, F>(win, device) && win <= MAX_FUSED_WIN
 }
 
-/// The launch plan: frames per cube and threads, as for a butterfly of size `win`.
-pub(crate) fn plan<R: CubeRuntime>(client: &cubecl::client::ComputeClient<R>, win: usize) -> Plan {
-    Plan::new(win, client.properties().hardware.max_units_per_cube as usize)
-}
-
 /// The kernels' comptime configuration for window `win` on `client`'s device.
 pub(crate) fn frame_config<R: CubeRuntime>(
     client: &cubecl::client::ComputeClient<R>,
     win: usize,
     magnitude: Magnitude,
 ) -> FrameConfig {
-    let plan = plan(client, win);
-    FrameConfig { log_w: plan.log_n, rows: plan.rows, threads: plan.threads, magnitude }
+    FrameConfig::new(win, client.properties().hardware.max_units_per_cube as usize, magnitude)
+}
+
+/// Where element `index` of a cube's frames (`slot · W + i`) lives in shared memory: the
+/// register-resident butterfly's swizzle, under which every access of the on-chip FFT's groups
+/// hits 32 distinct banks per warp.
+#[cube]
+pub(crate) fn at(index: usize, #[comptime] cfg: FrameConfig) -> usize {
+    swizzled(index, comptime![cfg.fft()])
 }
 
 /// Loads `cfg.rows` frames into shared memory, windowed and in bit-reversed order: `x`'s frame
@@ -203,7 +273,9 @@ pub(crate) fn load_frames<F: Float>(
     for q in 0..comptime![cfg.rows * w / cfg.threads] {
         let e = t + q * threads;
         let r = first + e / w;
-        let n = reverse_bits(e % w, log_w);
+        // Consecutive threads read consecutive samples and scatter them bit-reversed (the
+        // swizzle keeps the scattered writes free of bank conflicts).
+        let n = e % w;
         let mut re = F::new(0.0);
         let mut im = F::new(0.0);
         if r < total {
@@ -215,8 +287,9 @@ pub(crate) fn load_frames<F: Float>(
                 im = y[at] * wn;
             }
         }
-        s_re[slot0 * w + e] = re;
-        s_im[slot0 * w + e] = im;
+        let slot = at(slot0 * w + (e - n) + reverse_bits(n, log_w), cfg);
+        s_re[slot] = re;
+        s_im[slot] = im;
     }
 }
 
@@ -246,59 +319,174 @@ pub(crate) fn magnitude_slope<F: Float>(p: F, eps: F, #[comptime] magnitude: Mag
     f
 }
 
-/// The radix-2 stages of `slots` length-W transforms held in shared memory, with twiddles
-/// `tw[j] = e^{−2πi j/W}` for j < W/2. Forward (`inverse = false`): decimation in time,
-/// bit-reversed input → natural-order spectrum. Inverse (`inverse = true`): decimation in
-/// frequency with conjugate twiddles, natural-order input → bit-reversed output, unnormalised
-/// (`z_n = Σ_k Z_k e^{+2πi nk/W}`). Ends with the cube synchronised.
+/// The radix-2 stages of the cube's length-W transforms held in shared memory (slots at
+/// [`at`]), with twiddles `tw[j] = e^{−2πi j/W}` for j < W/2. Forward (`inverse = false`):
+/// decimation in time, bit-reversed input → natural-order spectrum. Inverse (`inverse = true`):
+/// decimation in frequency with conjugate twiddles, natural-order input → bit-reversed output,
+/// unnormalised (`z_n = Σ_k Z_k e^{+2πi nk/W}`). The stages run in groups of up to
+/// `cfg.log_elems` ([`FrameConfig::fft`]): a thread loads the `2^g` elements a group of `g`
+/// stages mixes into registers, runs the group's stages there and writes them back, so the
+/// frames cross shared memory, and the cube synchronises, once per group instead of once per
+/// stage. Ends with the cube synchronised.
 #[cube]
 pub(crate) fn fft_stages<F: Float>(
     s_re: &mut SharedMemory<F>,
     s_im: &mut SharedMemory<F>,
     tables: &FrameTables<F>,
     #[comptime] cfg: FrameConfig,
-    #[comptime] slots: usize,
     #[comptime] inverse: bool,
 ) {
+    let fft = comptime![cfg.fft()];
     let log_w = comptime![cfg.log_w];
     let threads = comptime![cfg.threads];
-    let w = comptime![1usize << cfg.log_w];
-    let half = comptime![w / 2];
-    let per_thread = comptime![slots * w / 2 / cfg.threads];
+    let elems = comptime![1usize << cfg.log_elems];
+    let groups = comptime![cfg.fft().groups()];
     let t = UNIT_POS_X as usize;
-    for i in 0..log_w {
-        let mut s = i;
-        if comptime![inverse] {
-            s = log_w - 1 - i;
-        }
-        let st = 1usize << s;
+    let mut vr = Array::<F>::new(elems);
+    let mut vi = Array::<F>::new(elems);
+    #[unroll]
+    for step in 0..groups {
+        let gi = comptime![if inverse { groups - 1 - step } else { step }];
+        let b0 = comptime![fft.group(gi).0];
+        let g = comptime![fft.group(gi).1];
+        let r = comptime![1usize << g];
         #[unroll]
-        for p in 0..per_thread {
-            let b = t + p * threads;
-            let k = b % half;
-            let j = k & (st - 1);
-            let i0 = (b / half) * w + ((k >> s) << (s + 1)) + j;
-            let i1 = i0 + st;
-            let tw = j << (log_w - 1 - s);
-            let wr = tables.tw_re[tw];
-            let (ar, ai, br, bi) = (s_re[i0], s_im[i0], s_re[i1], s_im[i1]);
-            if comptime![inverse] {
-                let wi = F::new(0.0) - tables.tw_im[tw];
-                let (dr, di) = (ar - br, ai - bi);
-                s_re[i0] = ar + br;
-                s_im[i0] = ai + bi;
-                s_re[i1] = wr * dr - wi * di;
-                s_im[i1] = wr * di + wi * dr;
-            } else {
-                let wi = tables.tw_im[tw];
-                let tr = wr * br - wi * bi;
-                let ti = wr * bi + wi * br;
-                s_re[i0] = ar + tr;
-                s_im[i0] = ai + ti;
-                s_re[i1] = ar - tr;
-                s_im[i1] = ai - ti;
+        for q in 0..comptime![fft.instances(gi)] {
+            let base = deposit(t + q * threads, fft, gi);
+            #[unroll]
+            for e in 0..r {
+                let slot = swizzled(base | comptime![e << b0], fft);
+                vr[q * r + e] = s_re[slot];
+                vi[q * r + e] = s_im[slot];
+            }
+            // Stage b0 + s's twiddle for the pair whose first element is e0 is
+            // `e^{−2πi j / 2^(b0+s+1)}`, `j = low + (e0 mod 2^s)·2^b0`, with `low` the instance's
+            // index bits below the group: the product of one table entry per instance and stage,
+            // `e^{−2πi low / 2^(b0+s+1)}` (1 in the first group), and a constant,
+            // `e^{−2πi (e0 mod 2^s) / 2^(s+1)}`.
+            let low = base & comptime![(1usize << b0) - 1];
+            #[unroll]
+            for k in 0..g {
+                let s = comptime![if inverse { g - 1 - k } else { k }];
+                let mut tr = F::new(1.0);
+                let mut ti = F::new(0.0);
+                if comptime![b0 > 0] {
+                    let at = low << comptime![log_w - 1 - b0 - s];
+                    tr = tables.tw_re[at];
+                    ti = tables.tw_im[at];
+                }
+                #[unroll]
+                for pair in 0..comptime![r / 2] {
+                    // The pair's elements: `pair` with a zero inserted at bit s, and that plus 2^s.
+                    let e0 = comptime![((pair >> s) << (s + 1)) | (pair & ((1usize << s) - 1))];
+                    let a = comptime![q * r + e0];
+                    let b = comptime![q * r + e0 + (1usize << s)];
+                    let (cr, ci) = comptime![twiddle_constant(e0 & ((1usize << s) - 1), s + 1)];
+                    let mut wr = tr;
+                    let mut wi = ti;
+                    if comptime![e0 & ((1usize << s) - 1) != 0] {
+                        let (cr, ci) = (float_constant::<F>(cr), float_constant::<F>(ci));
+                        wr = tr * cr - ti * ci;
+                        wi = tr * ci + ti * cr;
+                    }
+                    let (ar, ai, br, bi) = (vr[a], vi[a], vr[b], vi[b]);
+                    if comptime![inverse] {
+                        wi = F::new(0.0) - wi;
+                        let (dr, di) = (ar - br, ai - bi);
+                        vr[a] = ar + br;
+                        vi[a] = ai + bi;
+                        vr[b] = wr * dr - wi * di;
+                        vi[b] = wr * di + wi * dr;
+                    } else {
+                        let xr = wr * br - wi * bi;
+                        let xi = wr * bi + wi * br;
+                        vr[a] = ar + xr;
+                        vi[a] = ai + xi;
+                        vr[b] = ar - xr;
+                        vi[b] = ai - xi;
+                    }
+                }
+            }
+            #[unroll]
+            for e in 0..r {
+                let slot = swizzled(base | comptime![e << b0], fft);
+                s_re[slot] = vr[q * r + e];
+                s_im[slot] = vi[q * r + e];
             }
         }
         sync_cube();
+    }
+}
+
+/// `e^{−2πi j / 2^bits}` as `(re, im)`, computed in f64: a compile-time constant of the kernels.
+fn twiddle_constant(j: usize, bits: usize) -> (f64, f64) {
+    let angle = 2.0 * std::f64::consts::PI * j as f64 / (1u64 << bits) as f64;
+    (angle.cos(), -angle.sin())
+}
+
+/// In a `#[cube]` function: the compile-time f64 `value` as a constant
+/// of the kernel's float type, rounded once to it (`F::new` takes an f32, which would round an f64
+/// kernel's constants to single precision).
+#[allow(unused_variables)]
+pub(crate) fn float_constant<F: Float>(value: f64) -> F {
+    cubecl::unexpanded!()
+}
+
+/// The expansion of [`float_constant()`].
+pub(crate) mod float_constant {
+    use cubecl::ir::{ConstantValue, ManagedVariable, Scope};
+    use cubecl::prelude::*;
+
+    /// The expansion: a constant variable of `F`'s type.
+    pub fn expand<F: Float>(scope: &mut Scope, value: f64) -> NativeExpand<F> {
+        ManagedVariable::Plain(F::as_type(scope).constant(ConstantValue::Float(value))).into()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::butterfly::kernel::radix::checks::{check_free_of_bank_conflicts, check_groups_cover_the_cube};
+
+    /// Every window the kernels take, on devices of 256 and 1024 threads per cube.
+    fn configs() -> impl Iterator<Item = (usize, FrameConfig)> {
+        (1..=MAX_FUSED_WIN.trailing_zeros() as usize).flat_map(|log_w| {
+            [256, 1024].into_iter().map(move |units| (units, FrameConfig::new(1 << log_w, units, Magnitude::Linear)))
+        })
+    }
+
+    /// Each thread holds `2^log_elems` elements of the cube's frames, no more threads than the
+    /// device allows, and the frames fit Metal's 32 KiB in f32 (with the loss's reduction up to
+    /// W = 2048; at 4096 the frame alone fills them).
+    #[test]
+    fn frames_fit_the_cube() {
+        for (units, cfg) in configs() {
+            let w = 1usize << cfg.log_w;
+            assert!(cfg.log_elems >= 1 && cfg.log_elems <= cfg.log_w.min(MAX_LOG_ELEMS), "{cfg:?}");
+            assert_eq!(cfg.threads << cfg.log_elems, cfg.rows * w, "{cfg:?}");
+            assert_eq!(cfg.fft().threads(), cfg.threads, "{cfg:?}");
+            assert!(cfg.threads <= units && cfg.rows >= 1, "{cfg:?}");
+            let reduction = 3 * cfg.threads * 4;
+            let budget = 32 << 10;
+            assert!(cfg.shared_bytes(4) <= budget, "{cfg:?}");
+            if w <= 2048 {
+                assert!(cfg.shared_bytes(4) + reduction <= budget, "{cfg:?}");
+            }
+        }
+    }
+
+    /// The on-chip FFT's groups apply every stage, each element held once per group, and every
+    /// access of a warp hits 32 distinct banks where the cube holds at least 1024 elements: every
+    /// window but W = 2 on a device of fewer than 512 threads per cube.
+    #[test]
+    fn fft_groups_cover_the_frames_without_bank_conflicts() {
+        for (units, cfg) in configs() {
+            let fft = cfg.fft();
+            check_groups_cover_the_cube(&fft);
+            if cfg.log_w > 1 || units >= 512 {
+                assert!(fft.log_cube() >= 10, "{cfg:?}");
+                check_free_of_bank_conflicts(&fft);
+            }
+        }
     }
 }
