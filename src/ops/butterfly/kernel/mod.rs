@@ -41,13 +41,13 @@ use cubecl::prelude::*;
 
 use super::Permutation;
 
-/// `i` with its lowest `bits` bits reversed.
+/// `i` with its lowest `bits` bits reversed (`i < 2^bits ≤ 2^32`): one bit-reversal instruction
+/// (`__brev`, WGSL's `reverseBits`) and a shift.
 #[cube]
 pub(crate) fn reverse_bits(i: usize, #[comptime] bits: usize) -> usize {
-    let mut r = 0;
-    #[unroll]
-    for b in 0..bits {
-        r = (r << 1) | ((i >> b) & 1);
+    let mut r = 0usize;
+    if comptime![bits > 0] {
+        r = ((i as u32).reverse_bits() >> comptime![(32 - bits) as u32]) as usize;
     }
     r
 }

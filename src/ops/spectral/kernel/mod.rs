@@ -269,18 +269,29 @@ pub(crate) fn load_frames<F: Float>(
     let t_len = framing.t_len as usize;
     let hop = framing.hop as usize;
     let t = UNIT_POS_X as usize;
+    // Element q of this thread, `t + q·threads`, lies in row `t / W + (q·threads) / W` (threads
+    // and W are powers of two): the signal and frame of its first row are divided out once, and
+    // the others step from there.
+    let r0 = first + t / w;
+    let signal0 = (offset + r0) / frames;
+    let frame0 = (offset + r0) % frames;
     #[unroll]
     for q in 0..comptime![cfg.rows * w / cfg.threads] {
         let e = t + q * threads;
-        let r = first + e / w;
+        let r = r0 + comptime![q * cfg.threads / w];
         // Consecutive threads read consecutive samples and scatter them bit-reversed (the
         // swizzle keeps the scattered writes free of bank conflicts).
         let n = e % w;
         let mut re = F::new(0.0);
         let mut im = F::new(0.0);
         if r < total {
-            let g = offset + r;
-            let at = (g / frames) * t_len + (g % frames) * hop + n;
+            let mut signal = signal0;
+            let mut frame = frame0 + comptime![q * cfg.threads / w];
+            while frame >= frames {
+                frame -= frames;
+                signal += 1;
+            }
+            let at = signal * t_len + frame * hop + n;
             let wn = window[n];
             re = x[at] * wn;
             if comptime![pair] {
