@@ -277,11 +277,11 @@ pub(crate) fn loss_backward_kernel<F: Float>(
     // alone goes in the real part.
     let t = UNIT_POS_X as usize;
     #[unroll]
-    for q in 0..comptime![cfg.frame.rows * w / cfg.frame.threads] {
+    for q in 0..comptime![(cfg.frame.rows * (half + 1)).div_ceil(cfg.frame.threads)] {
         let e = t + q * threads;
-        let r = e / w;
-        let k = e % w;
-        if k <= half {
+        let r = e / comptime![half + 1];
+        let k = e % comptime![half + 1];
+        if e < comptime![cfg.frame.rows * (half + 1)] {
             let (pr, pi, qr, qi) = split_spectra::<F>(&s_re, &s_im, r, k, frame);
             let mut cp = F::new(0.0);
             let mut ct = F::new(0.0);

@@ -392,25 +392,54 @@ pub(crate) fn fft_stages<F: Float>(
                     let e0 = comptime![((pair >> s) << (s + 1)) | (pair & ((1usize << s) - 1))];
                     let a = comptime![q * r + e0];
                     let b = comptime![q * r + e0 + (1usize << s)];
-                    let (cr, ci) = comptime![twiddle_constant(e0 & ((1usize << s) - 1), s + 1)];
+                    // The constant's index, and whether the constant is −i (a quarter turn).
+                    let j = comptime![e0 & ((1usize << s) - 1)];
+                    let minus_i = comptime![j > 0 && (j << 2) == (1usize << (s + 1))];
+                    let (cr, ci) = comptime![twiddle_constant(j, s + 1)];
+                    // In the first group a twiddle of 1 or −i takes no multiplication.
+                    let plain = comptime![b0 == 0 && (j == 0 || minus_i)];
                     let mut wr = tr;
                     let mut wi = ti;
-                    if comptime![e0 & ((1usize << s) - 1) != 0] {
+                    if comptime![b0 == 0] {
+                        if comptime![!plain] {
+                            wr = float_constant::<F>(cr);
+                            wi = float_constant::<F>(ci);
+                        }
+                    } else if comptime![minus_i] {
+                        wr = ti;
+                        wi = F::new(0.0) - tr;
+                    } else if comptime![j > 0] {
                         let (cr, ci) = (float_constant::<F>(cr), float_constant::<F>(ci));
                         wr = tr * cr - ti * ci;
                         wi = tr * ci + ti * cr;
                     }
                     let (ar, ai, br, bi) = (vr[a], vi[a], vr[b], vi[b]);
                     if comptime![inverse] {
-                        wi = F::new(0.0) - wi;
+                        // (a + b, conj(w)·(a − b)).
                         let (dr, di) = (ar - br, ai - bi);
                         vr[a] = ar + br;
                         vi[a] = ai + bi;
-                        vr[b] = wr * dr - wi * di;
-                        vi[b] = wr * di + wi * dr;
+                        if comptime![plain && minus_i] {
+                            vr[b] = F::new(0.0) - di;
+                            vi[b] = dr;
+                        } else if comptime![plain] {
+                            vr[b] = dr;
+                            vi[b] = di;
+                        } else {
+                            vr[b] = wr * dr + wi * di;
+                            vi[b] = wr * di - wi * dr;
+                        }
                     } else {
-                        let xr = wr * br - wi * bi;
-                        let xi = wr * bi + wi * br;
+                        // (a + w·b, a − w·b).
+                        let mut xr = br;
+                        let mut xi = bi;
+                        if comptime![plain && minus_i] {
+                            xr = bi;
+                            xi = F::new(0.0) - br;
+                        } else if comptime![!plain] {
+                            xr = wr * br - wi * bi;
+                            xi = wr * bi + wi * br;
+                        }
                         vr[a] = ar + xr;
                         vi[a] = ai + xi;
                         vr[b] = ar - xr;
