@@ -1,8 +1,10 @@
-//! The fused spectral-loss kernels: each frame's FFT on-chip, in shared memory.
+//! The fused spectral-loss kernels: each frame's FFT on-chip, in registers between trips through
+//! shared memory.
 //!
-//! - [`magnitudes`] (forward): one cube per `rows` frames. Loads each frame windowed and in
-//!   bit-reversed order, runs the log2 W radix-2 stages in shared memory, and writes every
-//!   (frame, bin)'s magnitude in parallel: bins 0…W/2, frames of all signals at once.
+//! - [`magnitudes`] (forward): one cube per `rows` frames. Loads each frame windowed (coalesced,
+//!   scattered bit-reversed into shared memory), runs the log2 W radix-2 stages in groups of up to
+//!   three in registers ([`fft_stages`]), and writes every (frame, bin)'s magnitude in parallel:
+//!   bins 0…W/2, frames of all signals at once.
 //! - [`backward`]: one cube per `rows` frames recomputes the frame's spectrum on-chip, turns the
 //!   magnitude gradient into each bin's complex coefficient, and reduces over bins with one
 //!   inverse FFT (the adjoint of the forward DFT), giving each (frame, offset)'s gradient; a
@@ -242,10 +244,10 @@ pub(crate) fn at(index: usize, #[comptime] cfg: FrameConfig) -> usize {
     swizzled(index, comptime![cfg.fft()])
 }
 
-/// Loads `cfg.rows` frames into shared memory, windowed and in bit-reversed order: `x`'s frame
-/// as the real part, and `y`'s as the imaginary part where `pair` (a packed pair of real frames,
-/// one FFT for both), else zero (`y` unread). Slot `slot0 + r` holds frame `first + r` of the
-/// launch's frames (see [`Framing`]); slots past the last frame are zero.
+/// Loads `cfg.rows` frames into shared memory (slots at [`at`]), windowed and in bit-reversed
+/// order: `x`'s frame as the real part, and `y`'s as the imaginary part where `pair` (a packed
+/// pair of real frames, one FFT for both), else zero (`y` unread). Slot `slot0 + r` holds frame
+/// `first + r` of the launch's frames (see [`Framing`]); slots past the last frame are zero.
 #[cube]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn load_frames<F: Float>(
