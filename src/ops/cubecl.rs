@@ -10,6 +10,12 @@ pub(crate) fn empty<R: CubeRuntime, F: FloatElement>(like: &CubeTensor<R>, dims:
     CubeTensor::new_contiguous(like.client.clone(), like.device.clone(), shape, buffer, F::dtype())
 }
 
+/// The largest power of two no larger than `n` (1 for 0): a device's threads per cube as the
+/// kernels' power-of-two plans may use them.
+pub(crate) fn floor_pow2(n: usize) -> usize {
+    1 << n.max(1).ilog2()
+}
+
 /// A cube count of at least `cubes` cubes, spread over x and y (x is limited to 65 535).
 pub(crate) fn grid(cubes: usize) -> cubecl::CubeCount {
     let x = cubes.clamp(1, 65_535);

@@ -40,6 +40,7 @@ use burn_cubecl::{kernel::into_contiguous, tensor::CubeTensor, CubeRuntime, Floa
 use cubecl::prelude::*;
 
 use super::Permutation;
+use crate::ops::cubecl::floor_pow2;
 
 /// `i` with its lowest `bits` bits reversed (`i < 2^bits ≤ 2^32`): one bit-reversal instruction
 /// (`__brev`, WGSL's `reverseBits`) and a shift.
@@ -159,7 +160,7 @@ impl Plan {
         let half = n / 2;
         let rows = (MIN_BUTTERFLIES_PER_CUBE / half).max(1);
         // A power of two no larger than the device allows.
-        let max_units = 1usize << (usize::BITS - 1 - max_units.max(1).leading_zeros());
+        let max_units = floor_pow2(max_units);
         let threads = (half / 2).max(MIN_BUTTERFLIES_PER_CUBE).min(rows * half).min(MAX_THREADS).min(max_units);
         Plan { log_n: n.trailing_zeros() as usize, rows, threads }
     }
@@ -173,7 +174,7 @@ impl Plan {
         let half = n / 2;
         let row_bytes = 2 * n * elem;
         let rows = (FORWARD_SHARED_BUDGET / row_bytes).max(FORWARD_MIN_ROWS.min(max_shared / row_bytes)).max(1);
-        let max_units = 1usize << (usize::BITS - 1 - max_units.max(1).leading_zeros());
+        let max_units = floor_pow2(max_units);
         let threads = half.clamp(MIN_BUTTERFLIES_PER_CUBE, MAX_THREADS).min(rows * half).min(max_units);
         Plan { log_n: n.trailing_zeros() as usize, rows, threads }
     }

@@ -22,8 +22,7 @@ use super::backward::{overlap_add, signal_chunk};
 use super::{at, fft_stages, frame_config, load_frames, magnitude_of, magnitude_slope, Tables};
 use super::{FrameConfig, FrameRange, FrameTables, Framing, LossConfig};
 use crate::ops::butterfly::kernel::reverse_bits;
-use crate::ops::cubecl::empty;
-use crate::ops::cubecl::grid;
+use crate::ops::cubecl::{empty, floor_pow2, grid};
 use crate::ops::spectral::{Distance, LossParams, Magnitude};
 use cubecl::client::ComputeClient;
 
@@ -409,7 +408,7 @@ pub fn loss_forward<R: CubeRuntime, F: FloatElement>(
         LossLaunch::new(pred, target, tables, &p, (false, false));
     let cubes = range.total.div_ceil(cfg.frame.rows).max(1);
     let max_units = client.properties().hardware.max_units_per_cube as usize;
-    let finish_threads = FINISH_THREADS.min(1 << (usize::BITS - 1 - max_units.max(1).leading_zeros()));
+    let finish_threads = FINISH_THREADS.min(floor_pow2(max_units));
     let partials = empty::<R, F>(&pred, vec![cubes, 3]);
     let sums = empty::<R, F>(&pred, vec![3]);
     let loss = empty::<R, F>(&pred, vec![1]);
