@@ -139,7 +139,7 @@ pub fn backward<R: CubeRuntime, F: FloatElement>(
     let win = tables.win();
     let (grad_m, x) = (into_contiguous(grad_m), into_contiguous(x));
     let client = x.client.clone();
-    let cfg = frame_config(&client, win, magnitude);
+    let cfg = frame_config::<R, F>(&client, win, magnitude);
     let all = FrameRange::all(signals, t, win, hop);
     let chunk = signal_chunk::<F>(signals, all.frames, win);
     let grad_x = empty::<R, F>(&x, vec![signals, t]);

@@ -70,7 +70,7 @@ pub fn magnitudes<R: CubeRuntime, F: FloatElement>(
     let win = tables.win();
     let x = into_contiguous(x);
     let client = x.client.clone();
-    let cfg = frame_config(&client, win, magnitude);
+    let cfg = frame_config::<R, F>(&client, win, magnitude);
     let range = FrameRange::all(signals, t, win, hop);
     let output = empty::<R, F>(&x, vec![signals, range.frames, win / 2 + 1]);
     stft_magnitude_kernel::launch::<F, R>(

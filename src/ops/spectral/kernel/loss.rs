@@ -37,7 +37,7 @@ pub fn loss_supported<R: CubeRuntime, F: FloatElement>(win: usize, device: &R::D
         return false;
     }
     let client = R::client(device);
-    let frame = frame_config(&client, win, Magnitude::Linear);
+    let frame = frame_config::<R, F>(&client, win, Magnitude::Linear);
     loss_shared_bytes(frame, core::mem::size_of::<F>()) <= client.properties().hardware.max_shared_memory_size
 }
 
@@ -350,9 +350,14 @@ pub(crate) fn loss_backward_kernel<F: Float>(
 
 impl LossParams {
     /// The fused loss kernels' comptime configuration for window `win` on `client`'s device.
-    fn config<R: CubeRuntime>(&self, client: &ComputeClient<R>, win: usize, grads: (bool, bool)) -> LossConfig {
+    fn config<R: CubeRuntime, F: FloatElement>(
+        &self,
+        client: &ComputeClient<R>,
+        win: usize,
+        grads: (bool, bool),
+    ) -> LossConfig {
         LossConfig {
-            frame: frame_config(client, win, self.magnitude),
+            frame: frame_config::<R, F>(client, win, self.magnitude),
             distance: self.distance,
             spectral_convergence: self.spectral_convergence > 0.0,
             grads,
@@ -380,7 +385,7 @@ struct LossLaunch<R: CubeRuntime> {
 }
 
 impl<R: CubeRuntime> LossLaunch<R> {
-    fn new(
+    fn new<F: FloatElement>(
         pred: CubeTensor<R>,
         target: CubeTensor<R>,
         tables: &Tables<R>,
@@ -391,7 +396,7 @@ impl<R: CubeRuntime> LossLaunch<R> {
         let win = tables.win();
         let (pred, target) = (into_contiguous(pred), into_contiguous(target));
         let client = pred.client.clone();
-        let cfg = p.config(&client, win, grads);
+        let cfg = p.config::<R, F>(&client, win, grads);
         LossLaunch { all: FrameRange::all(dims[0], dims[1], win, p.hop), pred, target, client, cfg }
     }
 }
@@ -405,7 +410,7 @@ pub fn loss_forward<R: CubeRuntime, F: FloatElement>(
     p: LossParams,
 ) -> (CubeTensor<R>, CubeTensor<R>) {
     let LossLaunch { pred, target, client, cfg, all: range } =
-        LossLaunch::new(pred, target, tables, &p, (false, false));
+        LossLaunch::new::<F>(pred, target, tables, &p, (false, false));
     let cubes = range.total.div_ceil(cfg.frame.rows).max(1);
     let max_units = client.properties().hardware.max_units_per_cube as usize;
     let finish_threads = FINISH_THREADS.min(floor_pow2(max_units));
@@ -452,7 +457,7 @@ pub fn loss_backward<R: CubeRuntime, F: FloatElement>(
     if !grads.0 && !grads.1 {
         return (None, None);
     }
-    let LossLaunch { pred, target, client, cfg, all } = LossLaunch::new(pred, target, tables, &p, grads);
+    let LossLaunch { pred, target, client, cfg, all } = LossLaunch::new::<F>(pred, target, tables, &p, grads);
     let grad_loss = into_contiguous(grad_loss);
     let (signals, t, win) = (all.total / all.frames, all.t_len, tables.win());
     let chunk = signal_chunk::<F>(signals, all.frames, win);

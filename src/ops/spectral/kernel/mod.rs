@@ -33,6 +33,7 @@ use cubecl::prelude::*;
 
 use crate::ops::butterfly::kernel::radix::{deposit, swizzled, RadixConfig, MAX_LOG_ELEMS};
 use crate::ops::butterfly::kernel::{reverse_bits, Order};
+use crate::ops::cubecl::floor_pow2;
 use crate::ops::spectral::{Distance, Magnitude};
 
 /// Largest window the fused kernels handle (one frame must fit in shared memory, as for the
@@ -147,16 +148,31 @@ pub(crate) struct FrameConfig {
 
 impl FrameConfig {
     /// The configuration for windows of `win` samples (a power of two) on a device with
-    /// `max_units` threads per cube: [`FRAME_CUBE_ELEMS`] elements per cube (one frame where W is
-    /// larger) and [`FRAME_LOG_ELEMS`] elements per thread, more where the threads would exceed
-    /// `max_units` (fewer rows where W leaves no more). `LEARNED_FFT_SPECTRAL_CUBE_ELEMS` and
-    /// `LEARNED_FFT_SPECTRAL_LOG_ELEMS` override the two defaults, for comparisons.
-    pub fn new(win: usize, max_units: usize, magnitude: Magnitude) -> Self {
+    /// `max_units` threads per cube and shared memory for `max_elems` elements of frames:
+    /// [`FRAME_CUBE_ELEMS`] elements per cube and [`FRAME_LOG_ELEMS`] elements per thread, or
+    /// what `LEARNED_FFT_SPECTRAL_CUBE_ELEMS` and `LEARNED_FFT_SPECTRAL_LOG_ELEMS` ask for, for
+    /// comparisons (see [`Self::planned`]).
+    pub fn new(win: usize, max_units: usize, max_elems: usize, magnitude: Magnitude) -> Self {
+        let cube = env_usize(CUBE_ELEMS_VAR).filter(|c| c.is_power_of_two()).unwrap_or(FRAME_CUBE_ELEMS);
+        let log_elems = env_usize(LOG_ELEMS_VAR).unwrap_or(FRAME_LOG_ELEMS);
+        Self::planned(win, max_units, max_elems, (cube, log_elems), magnitude)
+    }
+
+    /// The configuration for `cube` elements per cube (a power of two; at most `max_elems`, at
+    /// least one frame) and `2^log_elems` elements per thread (1 … [`MAX_LOG_ELEMS`], at most
+    /// W), more elements per thread where the threads would exceed `max_units` (fewer rows where W
+    /// leaves no more).
+    pub fn planned(
+        win: usize,
+        max_units: usize,
+        max_elems: usize,
+        (cube, log_elems): (usize, usize),
+        magnitude: Magnitude,
+    ) -> Self {
         let log_w = win.trailing_zeros() as usize;
-        let cube = env_usize(CUBE_ELEMS_VAR).filter(|c| c.is_power_of_two()).unwrap_or(FRAME_CUBE_ELEMS).max(win);
+        let cube = cube.min(floor_pow2(max_elems)).max(win);
         let max_log_elems = log_w.min(MAX_LOG_ELEMS);
-        let mut log_elems =
-            env_usize(LOG_ELEMS_VAR).unwrap_or(FRAME_LOG_ELEMS).clamp(1, MAX_LOG_ELEMS).min(max_log_elems);
+        let mut log_elems = log_elems.clamp(1, MAX_LOG_ELEMS).min(max_log_elems);
         let mut rows = cube / win;
         while (rows * win) >> log_elems > max_units.max(1) {
             if log_elems < max_log_elems {
@@ -227,14 +243,21 @@ pub fn fused_supported<R: CubeRuntime, F: FloatElement>(win: usize, device: &R::
     crate::ops::butterfly::kernel::single_pass_supported::<R, F>(win, device) && win <= MAX_FUSED_WIN
 }
 
-/// The kernels' comptime configuration for window `win` on `client`'s device.
-pub(crate) fn frame_config<R: CubeRuntime>(
+/// The kernels' comptime configuration for window `win` on `client`'s device, in float type `F`:
+/// its frames take at most [`SHARED_BUDGET`] of shared memory (one frame at least).
+pub(crate) fn frame_config<R: CubeRuntime, F: FloatElement>(
     client: &cubecl::client::ComputeClient<R>,
     win: usize,
     magnitude: Magnitude,
 ) -> FrameConfig {
-    FrameConfig::new(win, client.properties().hardware.max_units_per_cube as usize, magnitude)
+    let hardware = &client.properties().hardware;
+    let max_elems = SHARED_BUDGET.min(hardware.max_shared_memory_size) / (2 * core::mem::size_of::<F>());
+    FrameConfig::new(win, hardware.max_units_per_cube as usize, max_elems, magnitude)
 }
+
+/// Shared memory a cube's frames take at most (Metal's limit, which every device offers), unless
+/// one frame needs more.
+const SHARED_BUDGET: usize = 32 << 10;
 
 /// Where element `index` of a cube's frames (`slot · W + i`) lives in shared memory: the
 /// register-resident butterfly's swizzle, under which every access of the on-chip FFT's groups
@@ -493,7 +516,9 @@ mod tests {
     /// Every window the kernels take, on devices of 256 and 1024 threads per cube.
     fn configs() -> impl Iterator<Item = (usize, FrameConfig)> {
         (1..=MAX_FUSED_WIN.trailing_zeros() as usize).flat_map(|log_w| {
-            [256, 1024].into_iter().map(move |units| (units, FrameConfig::new(1 << log_w, units, Magnitude::Linear)))
+            [256, 1024]
+                .into_iter()
+                .map(move |units| (units, FrameConfig::new(1 << log_w, units, 4096, Magnitude::Linear)))
         })
     }
 
@@ -528,6 +553,21 @@ mod tests {
             if cfg.log_w > 1 || units >= 512 {
                 assert!(fft.log_cube() >= 10, "{cfg:?}");
                 check_free_of_bank_conflicts(&fft);
+            }
+        }
+    }
+
+    /// An override of the cube's elements or of the elements per thread stays within the
+    /// shared memory and the threads the device offers (one frame at least).
+    #[test]
+    fn overrides_are_bounded_by_the_device() {
+        for log_w in 1..=MAX_FUSED_WIN.trailing_zeros() as usize {
+            let w = 1usize << log_w;
+            for (cube, log_elems) in [(1 << 20, 3), (1 << 20, 99), (1, 0), (64, 1)] {
+                let cfg = FrameConfig::planned(w, 256, 2048, (cube, log_elems), Magnitude::Linear);
+                assert!(cfg.rows >= 1 && cfg.rows * w <= 2048.max(w), "{cfg:?}");
+                assert!(cfg.threads <= 256 && cfg.threads << cfg.log_elems == cfg.rows * w, "{cfg:?}");
+                assert!((1..=MAX_LOG_ELEMS.min(log_w)).contains(&cfg.log_elems), "{cfg:?}");
             }
         }
     }
