@@ -249,6 +249,9 @@ pub struct SpectralBenchResult {
     pub forward_ms: f64,
     /// Median forward + backward time (`Auto` path).
     pub fwd_bwd_ms: f64,
+    /// Mean forward + backward time of calls issued back to back ([`pipelined_ms`], `Auto`
+    /// path): with one signal, the per-call fixed cost without the sync after every call.
+    pub fwd_bwd_pipelined_ms: f64,
     /// Median forward time of the reference path (if timed).
     pub reference_forward_ms: Option<f64>,
     /// Median forward + backward time of the reference path (if timed).
@@ -280,25 +283,27 @@ impl BackendTask for SpectralBench {
         memory::ensure("bench spectral", what, needed)?;
         let pred = Tensor::<B::InnerBackend, 2>::random(shape, Distribution::Normal(0.0, 1.0), &device);
         let target = Tensor::<B::InnerBackend, 2>::random(shape, Distribution::Normal(0.0, 1.0), &device);
-        let time = |kernel: KernelChoice| -> Result<(f64, f64)> {
+        let time = |kernel: KernelChoice| -> Result<(f64, f64, f64)> {
             let inner: SpectralLoss<B::InnerBackend> = config.clone().with_kernel(kernel).init(&device)?;
             let outer: SpectralLoss<B> = config.clone().with_kernel(kernel).init(&device)?;
             let forward = median_ms::<B::InnerBackend>(&device, self.warmup, self.iters, || {
                 inner.forward(pred.clone(), target.clone(), Reduction::Mean).map(drop)
             })?;
-            let fwd_bwd = median_ms::<B::InnerBackend>(&device, self.warmup, self.iters, || {
+            let step = || {
                 let p = Tensor::<B, 2>::from_inner(pred.clone()).require_grad();
                 let loss = outer.forward(p, Tensor::from_inner(target.clone()), Reduction::Mean)?;
                 drop(loss.backward());
                 Ok(())
-            })?;
-            Ok((forward, fwd_bwd))
+            };
+            let fwd_bwd = median_ms::<B::InnerBackend>(&device, self.warmup, self.iters, step)?;
+            let pipelined = pipelined_ms::<B::InnerBackend>(&device, self.warmup, self.iters, step)?;
+            Ok((forward, fwd_bwd, pipelined))
         };
         let loss: SpectralLoss<B> = config.init(&device)?;
         let frames = loss.frames(self.samples).ok_or_else(|| {
             Error::invalid("bench spectral", format!("at least W = {} samples", self.win), self.samples)
         })?;
-        let (forward_ms, fwd_bwd_ms) = time(KernelChoice::Auto)?;
+        let (forward_ms, fwd_bwd_ms, fwd_bwd_pipelined_ms) = time(KernelChoice::Auto)?;
         let reference = if self.reference { Some(time(KernelChoice::Reference)?) } else { None };
         let value_and_grad = |kernel: KernelChoice| -> Result<(Vec<f64>, Vec<f64>)> {
             let loss: SpectralLoss<B> = config.clone().with_kernel(kernel).init(&device)?;
@@ -328,6 +333,7 @@ impl BackendTask for SpectralBench {
             fused: loss.is_fused(&device),
             forward_ms,
             fwd_bwd_ms,
+            fwd_bwd_pipelined_ms,
             reference_forward_ms: reference.map(|r| r.0),
             reference_fwd_bwd_ms: reference.map(|r| r.1),
             speedup_vs_reference: reference.map(|r| r.1 / fwd_bwd_ms),

@@ -27,10 +27,10 @@ const MAX_FRAME_GRAD_BYTES: usize = 64 << 20;
 /// `grad_frames[g, n] = w_n · Re z_n` for the chunk's frame g.
 #[cube(launch)]
 pub(crate) fn stft_backward_kernel<F: Float>(
-    x: &Tensor<F>,
+    x: &Array<F>,
     tables: &FrameTables<F>,
-    grad_m: &Tensor<F>,
-    grad_frames: &mut Tensor<F>,
+    grad_m: &Array<F>,
+    grad_frames: &mut Array<F>,
     eps: InputScalar,
     framing: &Framing,
     #[comptime] cfg: FrameConfig,
@@ -92,8 +92,8 @@ pub(crate) fn stft_backward_kernel<F: Float>(
 /// launch's signals (those of its frames), no atomics.
 #[cube(launch)]
 pub(crate) fn overlap_add_kernel<F: Float>(
-    grad_frames: &Tensor<F>,
-    grad_x: &mut Tensor<F>,
+    grad_frames: &Array<F>,
+    grad_x: &mut Array<F>,
     framing: &Framing,
     #[comptime] win: usize,
 ) {
@@ -151,10 +151,10 @@ pub fn backward<R: CubeRuntime, F: FloatElement>(
             &client,
             grid(range.total.div_ceil(cfg.rows)),
             CubeDim::new_1d(cfg.threads as u32),
-            x.clone().into_tensor_arg(),
+            x.clone().into_array_arg(),
             tables.arg::<F>(),
-            grad_m.clone().into_tensor_arg(),
-            grad_frames.clone().into_tensor_arg(),
+            grad_m.clone().into_array_arg(),
+            grad_frames.clone().into_array_arg(),
             InputScalar::new(eps, F::dtype()),
             range.arg(),
             cfg,
@@ -184,8 +184,8 @@ pub(crate) fn overlap_add<R: CubeRuntime, F: FloatElement>(
         &grad_x.client,
         grid(samples.div_ceil(block)),
         CubeDim::new_1d(block as u32),
-        grad_frames.clone().into_tensor_arg(),
-        grad_x.clone().into_tensor_arg(),
+        grad_frames.clone().into_array_arg(),
+        grad_x.clone().into_array_arg(),
         range.arg(),
         grad_frames.meta.shape()[1],
     );

@@ -13,9 +13,9 @@ use crate::ops::spectral::Magnitude;
 /// bins 0…W/2 of each, all (frame, bin) pairs in parallel.
 #[cube(launch)]
 pub(crate) fn stft_magnitude_kernel<F: Float>(
-    x: &Tensor<F>,
+    x: &Array<F>,
     tables: &FrameTables<F>,
-    output: &mut Tensor<F>,
+    output: &mut Array<F>,
     eps: InputScalar,
     framing: &Framing,
     #[comptime] cfg: FrameConfig,
@@ -77,9 +77,9 @@ pub fn magnitudes<R: CubeRuntime, F: FloatElement>(
         &client,
         grid(range.total.div_ceil(cfg.rows)),
         CubeDim::new_1d(cfg.threads as u32),
-        x.into_tensor_arg(),
+        x.into_array_arg(),
         tables.arg::<F>(),
-        output.clone().into_tensor_arg(),
+        output.clone().into_array_arg(),
         InputScalar::new(eps, F::dtype()),
         range.arg(),
         cfg,

@@ -22,7 +22,7 @@ use super::backward::{overlap_add, signal_chunk};
 use super::{at, fft_stages, frame_config, load_frames, magnitude_of, magnitude_slope, Tables};
 use super::{FrameConfig, FrameRange, FrameTables, Framing, LossConfig};
 use crate::ops::butterfly::kernel::reverse_bits;
-use crate::ops::cubecl::{empty, floor_pow2, grid};
+use crate::ops::cubecl::{empties, empty, floor_pow2, grid};
 use crate::ops::spectral::{Distance, LossParams, Magnitude};
 use cubecl::client::ComputeClient;
 
@@ -69,8 +69,8 @@ fn tree_sum3<F: Float>(buf: &mut SharedMemory<F>, #[comptime] threads: usize) {
 /// The two signals of the loss (or their per-frame gradients), `pred` and `target`.
 #[derive(CubeLaunch, CubeType)]
 pub(crate) struct Pair<F: Float> {
-    pub pred: Tensor<F>,
-    pub target: Tensor<F>,
+    pub pred: Array<F>,
+    pub target: Array<F>,
 }
 
 /// The loss's runtime scalars: the magnitude's and the norms' eps, the reduction's factor on the
@@ -126,7 +126,7 @@ fn split_spectra<F: Float>(
 pub(crate) fn loss_forward_kernel<F: Float>(
     signals: &Pair<F>,
     tables: &FrameTables<F>,
-    partials: &mut Tensor<F>,
+    partials: &mut Array<F>,
     eps: InputScalar,
     framing: &Framing,
     #[comptime] cfg: LossConfig,
@@ -186,16 +186,16 @@ pub(crate) fn loss_forward_kernel<F: Float>(
 /// tree), writes `sums = (s0, s1, s2)` and the loss.
 #[cube(launch)]
 pub(crate) fn loss_finish_kernel<F: Float>(
-    partials: &Tensor<F>,
-    sums: &mut Tensor<F>,
-    loss: &mut Tensor<F>,
+    partials: &Array<F>,
+    sums: &mut Array<F>,
+    loss: &mut Array<F>,
     scalars: &LossScalars,
     #[comptime] threads: usize,
     #[comptime] spectral_convergence: bool,
 ) {
     let mut red = SharedMemory::<F>::new(comptime![3 * threads]);
     let t = UNIT_POS_X as usize;
-    let cubes = partials.shape(0);
+    let cubes = partials.len() / 3;
     let mut a = Array::<F>::new(3usize);
     #[unroll]
     for j in 0..3usize {
@@ -234,8 +234,8 @@ pub(crate) fn loss_finish_kernel<F: Float>(
 pub(crate) fn loss_backward_kernel<F: Float>(
     signals: &Pair<F>,
     tables: &FrameTables<F>,
-    grad_loss: &Tensor<F>,
-    sums: &Tensor<F>,
+    grad_loss: &Array<F>,
+    sums: &Array<F>,
     grad_frames: &mut Pair<F>,
     scalars: &LossScalars,
     framing: &Framing,
@@ -414,16 +414,16 @@ pub fn loss_forward<R: CubeRuntime, F: FloatElement>(
     let cubes = range.total.div_ceil(cfg.frame.rows).max(1);
     let max_units = client.properties().hardware.max_units_per_cube as usize;
     let finish_threads = FINISH_THREADS.min(floor_pow2(max_units));
-    let partials = empty::<R, F>(&pred, vec![cubes, 3]);
-    let sums = empty::<R, F>(&pred, vec![3]);
-    let loss = empty::<R, F>(&pred, vec![1]);
+    // One allocation for the three (each is one more request to the device thread, which is what
+    // a small call's time goes to).
+    let [partials, sums, loss] = empties::<R, F, 3>(&pred, [&[cubes, 3], &[3], &[1]]);
     loss_forward_kernel::launch::<F, R>(
         &client,
         grid(cubes),
         CubeDim::new_1d(cfg.frame.threads as u32),
-        PairLaunch::new(pred.into_tensor_arg(), target.into_tensor_arg()),
+        PairLaunch::new(pred.into_array_arg(), target.into_array_arg()),
         tables.arg::<F>(),
-        partials.clone().into_tensor_arg(),
+        partials.clone().into_array_arg(),
         InputScalar::new(p.eps, F::dtype()),
         range.arg(),
         cfg,
@@ -432,9 +432,9 @@ pub fn loss_forward<R: CubeRuntime, F: FloatElement>(
         &client,
         CubeCount::Static(1, 1, 1),
         CubeDim::new_1d(finish_threads as u32),
-        partials.into_tensor_arg(),
-        sums.clone().into_tensor_arg(),
-        loss.clone().into_tensor_arg(),
+        partials.into_array_arg(),
+        sums.clone().into_array_arg(),
+        loss.clone().into_array_arg(),
         p.scalars::<R, F>(),
         finish_threads,
         cfg.spectral_convergence,
@@ -463,10 +463,12 @@ pub fn loss_backward<R: CubeRuntime, F: FloatElement>(
     let chunk = signal_chunk::<F>(signals, all.frames, win);
     let grad = || empty::<R, F>(&pred, vec![signals, t]);
     let frames = || empty::<R, F>(&pred, vec![chunk * all.frames, win]);
-    // With one gradient, its frames are in the first buffer (the second is a placeholder).
+    // With one gradient, its frames are in the first buffer; the kernel does not touch the second,
+    // so the gradient's buffer (which it does not bind otherwise) stands in for it rather than a
+    // placeholder allocation.
     let both = grads.0 && grads.1;
     let (grad_a, frames_a) = (grad(), frames());
-    let (grad_b, frames_b) = if both { (Some(grad()), frames()) } else { (None, empty::<R, F>(&pred, vec![1])) };
+    let (grad_b, frames_b) = if both { (Some(grad()), frames()) } else { (None, grad_a.clone()) };
     let mut start = 0;
     while start < signals {
         let range = all.signals(start, chunk.min(signals - start));
@@ -474,11 +476,11 @@ pub fn loss_backward<R: CubeRuntime, F: FloatElement>(
             &client,
             grid(range.total.div_ceil(cfg.frame.rows)),
             CubeDim::new_1d(cfg.frame.threads as u32),
-            PairLaunch::new(pred.clone().into_tensor_arg(), target.clone().into_tensor_arg()),
+            PairLaunch::new(pred.clone().into_array_arg(), target.clone().into_array_arg()),
             tables.arg::<F>(),
-            grad_loss.clone().into_tensor_arg(),
-            sums.clone().into_tensor_arg(),
-            PairLaunch::new(frames_a.clone().into_tensor_arg(), frames_b.clone().into_tensor_arg()),
+            grad_loss.clone().into_array_arg(),
+            sums.clone().into_array_arg(),
+            PairLaunch::new(frames_a.clone().into_array_arg(), frames_b.clone().into_array_arg()),
             p.scalars::<R, F>(),
             range.arg(),
             cfg,

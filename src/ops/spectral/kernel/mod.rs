@@ -19,6 +19,10 @@
 //!
 //! Layouts: signals `[signals, T]`; window `[W]`; twiddle tables `[W/2]` (re, im); magnitudes
 //! and their gradient `[signals, frames, W/2 + 1]`; the per-frame gradient `[frames, W]`.
+//! Every buffer reaches the kernels as an `Array` (contiguous, indexed linearly), never as a
+//! `Tensor`: a tensor argument's shape and strides are metadata that CubeCL's CUDA runtime
+//! uploads before each launch (a pool allocation and a host-to-device copy on its device thread),
+//! which for a one-signal call was a fifth of its time.
 
 mod backward;
 mod forward;
@@ -63,9 +67,9 @@ impl<R: CubeRuntime> Tables<R> {
     /// The tables as a kernel argument.
     pub fn arg<F: Float>(&self) -> FrameTablesLaunch<F, R> {
         FrameTablesLaunch::new(
-            self.window.clone().into_tensor_arg(),
-            self.tw_re.clone().into_tensor_arg(),
-            self.tw_im.clone().into_tensor_arg(),
+            self.window.clone().into_array_arg(),
+            self.tw_re.clone().into_array_arg(),
+            self.tw_im.clone().into_array_arg(),
         )
     }
 }
@@ -73,9 +77,9 @@ impl<R: CubeRuntime> Tables<R> {
 /// The constant tables in a kernel: the window `[W]` and the twiddles `e^{−2πi j/W}` `[W/2]`.
 #[derive(CubeLaunch, CubeType)]
 pub(crate) struct FrameTables<F: Float> {
-    pub window: Tensor<F>,
-    pub tw_re: Tensor<F>,
-    pub tw_im: Tensor<F>,
+    pub window: Array<F>,
+    pub tw_re: Array<F>,
+    pub tw_im: Array<F>,
 }
 
 /// Which frames a launch covers: frames `offset … offset + total` of signals of `t_len` samples,
@@ -274,9 +278,9 @@ pub(crate) fn at(index: usize, #[comptime] cfg: FrameConfig) -> usize {
 #[cube]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn load_frames<F: Float>(
-    x: &Tensor<F>,
-    y: &Tensor<F>,
-    window: &Tensor<F>,
+    x: &Array<F>,
+    y: &Array<F>,
+    window: &Array<F>,
     s_re: &mut SharedMemory<F>,
     s_im: &mut SharedMemory<F>,
     slot0: usize,
