@@ -12,7 +12,7 @@ use crate::ops::cubecl::grid;
 
 /// Source index of position `i` after the input permutation (`table`: see [`InputOrder`]).
 #[cube]
-pub(crate) fn permuted(i: usize, table: &Tensor<u32>, #[comptime] cfg: PassConfig) -> usize {
+pub(crate) fn permuted(i: usize, table: &Array<u32>, #[comptime] cfg: PassConfig) -> usize {
     if comptime![cfg.order == Order::Table] {
         table[i] as usize
     } else if comptime![cfg.order == Order::BitReversed] {
@@ -90,7 +90,7 @@ pub(crate) fn swizzled_pair(i0: usize, #[comptime] st: usize, #[comptime] cfg: P
 #[cube]
 pub(crate) fn load_lines<F: Float>(
     x: &SplitInput<F>,
-    order: &Tensor<u32>,
+    order: &Array<u32>,
     re: &mut SharedMemory<F>,
     im: &mut SharedMemory<F>,
     first_line: usize,
@@ -163,7 +163,7 @@ pub(crate) fn load_block<F: Float>(
 
 /// `[log2 n, n/2, 2, 2]` → `[log2 n, 4, n/2]`, one element per unit.
 #[cube(launch_unchecked)]
-fn planar_twiddles_kernel<F: Float>(input: &Tensor<F>, output: &mut Tensor<F>, #[comptime] half_n: usize) {
+fn planar_twiddles_kernel<F: Float>(input: &Array<F>, output: &mut Array<F>, #[comptime] half_n: usize) {
     let o = CUBE_POS * comptime![PLANAR_THREADS] + UNIT_POS_X as usize;
     if o >= output.len() {
         terminate!();
@@ -190,8 +190,8 @@ fn planar_twiddles<R: CubeRuntime, F: FloatElement>(tw: &CubeTensor<R>, half_n: 
             &tw.client,
             grid(len.div_ceil(PLANAR_THREADS)),
             CubeDim::new_1d(PLANAR_THREADS as u32),
-            tw.clone().into_tensor_arg(),
-            output.clone().into_tensor_arg(),
+            tw.clone().into_array_arg(),
+            output.clone().into_array_arg(),
             half_n,
         );
     }
@@ -221,9 +221,9 @@ fn apply_block<F: Float>(
 #[cube(launch_unchecked)]
 pub(crate) fn butterfly_forward_kernel<F: Float>(
     x: &SplitInput<F>,
-    order: &Tensor<u32>,
+    order: &Array<u32>,
     twiddles: &TwiddleTables<F>,
-    output: &mut Tensor<F>,
+    output: &mut Array<F>,
     batch: u32,
     #[comptime] cfg: PassConfig,
 ) {
@@ -354,9 +354,9 @@ pub(crate) fn launch_pass<R: CubeRuntime, F: FloatElement>(
             grid(cubes),
             CubeDim::new_1d(plan.threads as u32),
             x.arg::<F>(),
-            order.table.clone().into_tensor_arg(),
+            order.table.clone().into_array_arg(),
             tw.twiddles::<F>(),
-            output.clone().into_tensor_arg(),
+            output.clone().into_array_arg(),
             batch as u32,
             pass.config(plan, order.order, grouped),
         );

@@ -67,7 +67,8 @@ pub(crate) enum Order {
 /// The input permutation as the kernels take it: its [`Order`], and for [`Order::Table`] a
 /// `[2n]` u32 table holding the gather indices `g` (`y[i] = x[g[i]]`, for kernels that gather
 /// as they read) and then their inverse (`x[j]` lands at `y[inv[j]]`, for kernels that read
-/// coalesced and scatter into shared memory). For the named orders the table is one unread word.
+/// coalesced and scatter into shared memory). For the named orders the table is an input tensor,
+/// bound and never read.
 #[derive(Clone, Debug)]
 pub struct InputOrder<R: CubeRuntime> {
     pub(crate) order: Order,
@@ -90,18 +91,19 @@ impl<R: CubeRuntime> InputOrder<R> {
                 (Order::Table, Some(words.iter().flat_map(|w| w.to_le_bytes()).collect::<Vec<u8>>()))
             }
         };
-        let len = bytes.as_ref().map_or(1, |b| b.len() / 4);
-        let handle = match bytes {
-            Some(bytes) => like.client.create_from_slice(&bytes),
-            None => like.client.empty(4),
+        let table = match bytes {
+            Some(bytes) => CubeTensor::new_contiguous(
+                like.client.clone(),
+                like.device.clone(),
+                Shape::from(vec![bytes.len() / 4]),
+                like.client.create_from_slice(&bytes),
+                DType::U32,
+            ),
+            // The natural and bit-reversed orders read no table: `like` (an input, which the
+            // kernels only read) is bound in its place, one request to the device fewer per call
+            // than a placeholder allocation.
+            None => like.clone(),
         };
-        let table = CubeTensor::new_contiguous(
-            like.client.clone(),
-            like.device.clone(),
-            Shape::from(vec![len]),
-            handle,
-            DType::U32,
-        );
         InputOrder { order, table }
     }
 
@@ -358,16 +360,16 @@ impl Pass {
 /// `im` (so a packed `[2, batch, n]` intermediate can be passed as both).
 #[derive(CubeLaunch, CubeType)]
 pub(crate) struct SplitInput<F: Float> {
-    pub re: Tensor<F>,
-    pub im: Tensor<F>,
+    pub re: Array<F>,
+    pub im: Array<F>,
     pub im_offset: u32,
 }
 
 /// The twiddle tables in a kernel, `[log2 n · n/2 · 4]` each (re, im).
 #[derive(CubeLaunch, CubeType)]
 pub(crate) struct TwiddleTables<F: Float> {
-    pub re: Tensor<F>,
-    pub im: Tensor<F>,
+    pub re: Array<F>,
+    pub im: Array<F>,
 }
 
 /// A split-complex tensor on the host, as [`SplitInput`] takes it.
@@ -400,17 +402,13 @@ impl<R: CubeRuntime> Split<R> {
 
     /// As a kernel input.
     pub fn arg<F: Float>(&self) -> SplitInputLaunch<F, R> {
-        SplitInputLaunch::new(
-            self.re.clone().into_tensor_arg(),
-            self.im.clone().into_tensor_arg(),
-            self.im_offset as u32,
-        )
+        SplitInputLaunch::new(self.re.clone().into_array_arg(), self.im.clone().into_array_arg(), self.im_offset as u32)
     }
 
     /// As the kernels' twiddle tables (parts apart: the offset is 0).
     pub fn twiddles<F: Float>(&self) -> TwiddleTablesLaunch<F, R> {
         debug_assert_eq!(self.im_offset, 0);
-        TwiddleTablesLaunch::new(self.re.clone().into_tensor_arg(), self.im.clone().into_tensor_arg())
+        TwiddleTablesLaunch::new(self.re.clone().into_array_arg(), self.im.clone().into_array_arg())
     }
 }
 

@@ -29,7 +29,7 @@
 use burn_cubecl::{tensor::CubeTensor, CubeRuntime, FloatElement};
 use cubecl::{prelude::*, CubeDim};
 
-use super::{reverse_bits, InputOrder, Order, Split, SplitInput, TwiddleTables, TwiddleTablesLaunch};
+use super::{reverse_bits, InputOrder, Order, Split, SplitInput, TwiddleTables};
 use crate::ops::cubecl::{empty, grid};
 
 /// Largest group of stages a thread holds (2^5 = 32 complex elements: 64 registers).
@@ -319,9 +319,9 @@ fn reversed(i: usize, bits: usize) -> usize {
 #[cube(launch_unchecked)]
 pub(crate) fn butterfly_radix_kernel<F: Float>(
     x: &SplitInput<F>,
-    order: &Tensor<u32>,
+    order: &Array<u32>,
     twiddles: &TwiddleTables<F>,
-    output: &mut Tensor<F>,
+    output: &mut Array<F>,
     batch: u32,
     #[comptime] cfg: RadixConfig,
 ) {
@@ -486,9 +486,9 @@ pub(crate) fn butterfly_radix_kernel<F: Float>(
 /// at their [`RadixConfig::twiddle_address`], both tables in one launch, one entry per unit.
 #[cube(launch_unchecked)]
 fn radix_twiddles_kernel<F: Float>(
-    input: &TwiddleTables<F>,
-    out_re: &mut Tensor<F>,
-    out_im: &mut Tensor<F>,
+    input: &StridedTwiddles<F>,
+    out_re: &mut Array<F>,
+    out_im: &mut Array<F>,
     #[comptime] cfg: RadixConfig,
 ) {
     let half_n = comptime![1usize << (cfg.log_n - 1)];
@@ -530,6 +530,14 @@ fn radix_twiddles_kernel<F: Float>(
     out_im[o] = input.im[at_im];
 }
 
+/// The twiddle tables as the user's module holds them, `[log2 n, n/2, 2, 2]` with any strides:
+/// the one kernel argument that stays a tensor (its strides are read), the relayout's input.
+#[derive(CubeLaunch, CubeType)]
+struct StridedTwiddles<F: Float> {
+    re: Tensor<F>,
+    im: Tensor<F>,
+}
+
 /// Threads per cube of [`radix_twiddles_kernel`].
 const RELAYOUT_THREADS: usize = 256;
 
@@ -549,9 +557,9 @@ fn radix_twiddles<R: CubeRuntime, F: FloatElement>(
             &re.client,
             grid(len.div_ceil(RELAYOUT_THREADS)),
             CubeDim::new_1d(RELAYOUT_THREADS as u32),
-            TwiddleTablesLaunch::new(re.clone().into_tensor_arg(), im.clone().into_tensor_arg()),
-            out_re.clone().into_tensor_arg(),
-            out_im.clone().into_tensor_arg(),
+            StridedTwiddlesLaunch::new(re.clone().into_tensor_arg(), im.clone().into_tensor_arg()),
+            out_re.clone().into_array_arg(),
+            out_im.clone().into_array_arg(),
             cfg,
         );
     }
@@ -579,9 +587,9 @@ pub(crate) fn forward<R: CubeRuntime, F: FloatElement>(
             grid(cubes),
             CubeDim::new_1d(cfg.threads() as u32),
             x.arg::<F>(),
-            order.table.clone().into_tensor_arg(),
+            order.table.clone().into_array_arg(),
             tables.twiddles::<F>(),
-            output.clone().into_tensor_arg(),
+            output.clone().into_array_arg(),
             batch as u32,
             cfg,
         );
