@@ -98,7 +98,7 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement, C: Checkpo
             return stft_magnitudes_reference(x, tables, hop, magnitude, eps);
         }
         check_stft("stft_magnitudes", &x, tables.win(), hop)?;
-        let tables = tables.inner().kernel_tables();
+        let tables = tables.kernel_tables();
         let m = record_fused::<CubeBackend<R, F, I, BT>, C, _, 1>(
             FusedStftBackward,
             [x.into_primitive().tensor()],
@@ -125,7 +125,7 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement, C: Checkpo
         }
         check_pair("spectral_loss", &pred, &target)?;
         check_stft("spectral_loss", &pred, tables.win(), params.hop)?;
-        let tables = tables.inner().kernel_tables();
+        let tables = tables.kernel_tables();
         let params = *params;
         let inputs = [pred.into_primitive().tensor(), target.into_primitive().tensor()];
         let loss = record_fused::<CubeBackend<R, F, I, BT>, C, _, 2>(FusedLossBackward, inputs, |[pred, target]| {

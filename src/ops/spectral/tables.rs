@@ -1,7 +1,9 @@
 //! The constant tables of a short-time transform (basis, window, twiddles).
 
+use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
+use burn::backend::Autodiff;
 use burn::module::Module;
-use burn::tensor::backend::{AutodiffBackend, Backend};
+use burn::tensor::backend::Backend;
 use burn::tensor::Tensor;
 use burn_cubecl::{element::BoolElement, CubeBackend, CubeRuntime, FloatElement, IntElement};
 
@@ -83,17 +85,16 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> StftTables
     }
 }
 
-impl<B: AutodiffBackend> StftTables<B> {
-    /// The same tables on the inner backend (constants: no gradient flows into them).
-    pub(crate) fn inner(&self) -> StftTables<B::InnerBackend> {
-        StftTables {
-            win: self.win,
-            window: self.window,
-            basis_re: self.basis_re.clone().inner(),
-            basis_im: self.basis_im.clone().inner(),
-            window_values: self.window_values.clone().inner(),
-            twiddle_re: self.twiddle_re.clone().inner(),
-            twiddle_im: self.twiddle_im.clone().inner(),
-        }
+/// Burn's autodiff over a CubeCL backend.
+type AutodiffCube<R, F, I, BT, C> = Autodiff<CubeBackend<R, F, I, BT>, C>;
+
+impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement, C: CheckpointStrategy>
+    StftTables<AutodiffCube<R, F, I, BT, C>>
+{
+    /// The window and twiddle tables as the fused kernels take them (constants: taken from the
+    /// inner backend, no graph).
+    pub(crate) fn kernel_tables(&self) -> kernel::Tables<R> {
+        let cube = |t: &Tensor<AutodiffCube<R, F, I, BT, C>, 1>| t.clone().inner().into_primitive().tensor();
+        kernel::Tables::new(cube(&self.window_values), cube(&self.twiddle_re), cube(&self.twiddle_im))
     }
 }

@@ -508,7 +508,8 @@ pub(crate) fn device_backward_passes<R: CubeRuntime, F: FloatElement>(
 
 /// The passes for `n` on `device` in float type `F`.
 pub(crate) fn device_passes<R: CubeRuntime, F: FloatElement>(n: usize, device: &R::Device) -> Option<Vec<Pass>> {
-    let props = R::client(device).properties().hardware.clone();
+    let client = R::client(device);
+    let props = &client.properties().hardware;
     passes(n, std::mem::size_of::<F>(), props.max_units_per_cube as usize, props.max_shared_memory_size)
 }
 

@@ -34,9 +34,10 @@ pub use loss::{loss_backward, loss_forward, loss_supported};
 
 use burn_cubecl::{kernel::into_contiguous, tensor::CubeTensor, CubeRuntime, FloatElement};
 use cubecl::prelude::*;
+use std::sync::OnceLock;
 
 use crate::ops::butterfly::kernel::radix::{deposit, swizzled, RadixConfig, MAX_LOG_ELEMS};
-use crate::ops::butterfly::kernel::{reverse_bits, Order};
+use crate::ops::butterfly::kernel::{env_override, reverse_bits, Order};
 use crate::ops::cubecl::floor_pow2;
 use crate::ops::spectral::{Distance, Magnitude};
 
@@ -157,8 +158,10 @@ impl FrameConfig {
     /// what `LEARNED_FFT_SPECTRAL_CUBE_ELEMS` and `LEARNED_FFT_SPECTRAL_LOG_ELEMS` ask for, for
     /// comparisons (see [`Self::planned`]).
     pub fn new(win: usize, max_units: usize, max_elems: usize, magnitude: Magnitude) -> Self {
-        let cube = env_usize(CUBE_ELEMS_VAR).filter(|c| c.is_power_of_two()).unwrap_or(FRAME_CUBE_ELEMS);
-        let log_elems = env_usize(LOG_ELEMS_VAR).unwrap_or(FRAME_LOG_ELEMS);
+        static CUBE: OnceLock<Option<usize>> = OnceLock::new();
+        static LOG_ELEMS: OnceLock<Option<usize>> = OnceLock::new();
+        let cube = env_usize(&CUBE, CUBE_ELEMS_VAR).filter(|c| c.is_power_of_two()).unwrap_or(FRAME_CUBE_ELEMS);
+        let log_elems = env_usize(&LOG_ELEMS, LOG_ELEMS_VAR).unwrap_or(FRAME_LOG_ELEMS);
         Self::planned(win, max_units, max_elems, (cube, log_elems), magnitude)
     }
 
@@ -224,9 +227,10 @@ const FRAME_LOG_ELEMS: usize = 3;
 const CUBE_ELEMS_VAR: &str = "LEARNED_FFT_SPECTRAL_CUBE_ELEMS";
 const LOG_ELEMS_VAR: &str = "LEARNED_FFT_SPECTRAL_LOG_ELEMS";
 
-/// A positive integer from environment variable `var`, if set and valid.
-fn env_usize(var: &str) -> Option<usize> {
-    std::env::var(var).ok()?.parse().ok().filter(|&v| v > 0)
+/// A positive integer from environment variable `var`, if set and valid (read once per process:
+/// the plan is made on every call).
+fn env_usize(cell: &'static OnceLock<Option<usize>>, var: &str) -> Option<usize> {
+    env_override(cell, var).filter(|&v| v > 0)
 }
 
 /// What the fused loss kernels are compiled for: [`FrameConfig`], the distance, whether the
