@@ -138,4 +138,8 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement, C: Checkpo
     fn spectral_loss_is_fused(win: usize, device: &Self::Device) -> bool {
         CubeBackend::<R, F, I, BT>::spectral_loss_is_fused(win, device)
     }
+
+    fn reference_matmul(device: &Self::Device) -> bool {
+        CubeBackend::<R, F, I, BT>::reference_matmul(device)
+    }
 }

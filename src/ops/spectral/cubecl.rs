@@ -48,4 +48,8 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> SpectralOp
     fn spectral_loss_is_fused(win: usize, device: &Self::Device) -> bool {
         kernel::loss_supported::<R, F>(win, device)
     }
+
+    fn reference_matmul(_device: &Self::Device) -> bool {
+        F::dtype() != burn::tensor::DType::F64
+    }
 }

@@ -97,6 +97,13 @@ pub trait SpectralOps: Backend {
     fn spectral_loss_is_fused(_win: usize, _device: &Self::Device) -> bool {
         false
     }
+
+    /// Whether the reference twin's DFT may be a matmul on `device`. CubeCL backends in f64 say
+    /// no (Burn's matmul kernels there take no f64, and panic), and the twin sums broadcast
+    /// products instead: slower, the same sums.
+    fn reference_matmul(_device: &Self::Device) -> bool {
+        true
+    }
 }
 
 /// The constants of a reduced spectral loss, as [`SpectralOps::spectral_loss`] takes them:
