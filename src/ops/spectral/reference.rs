@@ -56,6 +56,9 @@ fn dft_by_sums_in_chunks<B: Backend>(x: Tensor<B, 2>, basis: &Tensor<B, 2>, chun
     let [rows, win] = x.dims();
     let bins = basis.dims()[1];
     let chunk = (chunk_elems / (win * bins).max(1)).max(1);
+    if rows == 0 {
+        return Tensor::zeros([0, bins], &x.device());
+    }
     let b = basis.clone().unsqueeze_dim::<3>(0);
     let parts: Vec<Tensor<B, 2>> = (0..rows)
         .step_by(chunk)
@@ -162,5 +165,8 @@ mod tests {
             let worst = (got - expected.clone()).abs().max().into_scalar();
             assert!(worst < F64_SUM_ORDER_TOL, "chunks of {chunk_elems} elements: worst difference {worst:e}");
         }
+        // No rows (an empty batch): an empty result, as the matmul gives.
+        let empty = dft_by_sums_in_chunks(Tensor::<B, 2>::zeros([0, win], &device), &basis, 5 * win * bins);
+        assert_eq!(empty.dims(), [0, bins]);
     }
 }
