@@ -2,6 +2,7 @@
 
 use burn::tensor::{backend::Backend, Shape, Tensor};
 use burn_cubecl::{tensor::CubeTensor, CubeRuntime, FloatElement};
+use cubecl::prelude::*;
 use cubecl::server::MemoryLayoutDescriptor;
 
 /// An uninitialised contiguous `F` tensor of shape `dims` on `like`'s device.
@@ -34,6 +35,51 @@ pub(crate) fn empties<R: CubeRuntime, F: FloatElement, const K: usize>(
     })
 }
 
+/// Division of `u32` numerators below 2^31 by a divisor `d ≥ 1` known only at launch, as a
+/// multiply-high, an add and a shift (Granlund and Montgomery's round-up method): with
+/// `l = ⌈log2 d⌉` and `m = ⌊2^32 (2^l − d) / d⌋ + 1`, `n / d = (mulhi(n, m) + n) >> l`. A GPU has no
+/// integer divider: `n / d` for a runtime `d` compiles to some twenty instructions, which a kernel
+/// that divides per element (the overlap-add) pays per element.
+#[derive(CubeLaunch, CubeType, Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct FastDiv {
+    /// `m`.
+    pub magic: u32,
+    /// `l`.
+    pub shift: u32,
+}
+
+/// The largest numerator (exclusive) [`FastDiv`] divides exactly: `mulhi(n, m) + n` stays below
+/// 2^32.
+pub(crate) const FAST_DIV_LIMIT: u64 = 1 << 31;
+
+impl FastDiv {
+    /// The constants for divisor `d` (`1 ≤ d < 2^31`).
+    pub fn new(d: u32) -> Self {
+        assert!((1..1 << 31).contains(&d), "FastDiv: divisor {d} outside 1 .. 2^31");
+        let shift = u32::BITS - (d - 1).leading_zeros();
+        let magic = (((1u64 << 32) * ((1u64 << shift) - d as u64)) / d as u64 + 1) as u32;
+        FastDiv { magic, shift }
+    }
+
+    /// The host twin of [`fast_div`] (what the unit test checks against `/`).
+    #[cfg(test)]
+    pub fn divide(&self, n: u32) -> u32 {
+        let high = ((n as u64 * self.magic as u64) >> 32) as u32;
+        ((high as u64 + n as u64) >> self.shift) as u32
+    }
+
+    /// As a kernel argument.
+    pub fn arg<R: Runtime>(&self) -> FastDivLaunch<R> {
+        FastDivLaunch::new(self.magic, self.shift)
+    }
+}
+
+/// `n / d` for the `d` that `div` was made for (`n` below [`FAST_DIV_LIMIT`]).
+#[cube]
+pub(crate) fn fast_div(n: u32, div: &FastDiv) -> u32 {
+    (u32::mul_hi(n, div.magic) + n) >> div.shift
+}
+
 /// The largest power of two no larger than `n` (1 for 0): a device's threads per cube as the
 /// kernels' power-of-two plans may use them.
 pub(crate) fn floor_pow2(n: usize) -> usize {
@@ -51,4 +97,33 @@ pub(crate) fn split_packed<B: Backend>(packed: Tensor<B, 3>, batch: usize, n: us
     let re = packed.clone().narrow(0, 0, 1).reshape([batch, n]);
     let im = packed.narrow(0, 1, 1).reshape([batch, n]);
     (re, im)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The magic-number division equals `/` for every divisor up to 4097 and at the edges above
+    /// (powers of two and their neighbours, up to 2^31 − 1), on small numerators, every numerator
+    /// near a multiple of the divisor, and the largest ones allowed.
+    #[test]
+    fn fast_div_equals_integer_division() {
+        let top = (FAST_DIV_LIMIT - 1) as u32;
+        let mut divisors: Vec<u32> = (1..=4097).collect();
+        for k in 12..31 {
+            divisors.extend([(1u32 << k) - 1, 1 << k, (1 << k) + 1]);
+        }
+        divisors.push(top);
+        for d in divisors {
+            let div = FastDiv::new(d);
+            let mut numerators: Vec<u32> = (0..2048).chain(top - 2048..=top).collect();
+            for q in [1u32, 2, 3, 1000, 65_536, top / d] {
+                let base = q.saturating_mul(d).min(top);
+                numerators.extend([base.saturating_sub(1), base, base.saturating_add(1).min(top)]);
+            }
+            for n in numerators {
+                assert_eq!(div.divide(n), n / d, "{n} / {d} (magic {}, shift {})", div.magic, div.shift);
+            }
+        }
+    }
 }

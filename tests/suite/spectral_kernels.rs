@@ -106,7 +106,8 @@ where
 /// The cases: every W = 2…1024 (and 4096, the largest fused window) with H ∈ {1, W/4, W/2, W},
 /// T not a multiple of H, batch cycling 1…8; at H = W/4 every one of the six magnitude/distance
 /// options (every W ≥ 8 with `LEARNED_FFT_FULL_SWEEP=1`, W = 8, 256, 1024 otherwise), elsewhere
-/// one cycling over the cases, as do windows, center and spectral convergence.
+/// one cycling over the cases, as do windows, center and spectral convergence; and a hop longer
+/// than the signal at W = 8 and 256.
 fn cases() -> Vec<(SpectralLossConfig, usize, usize)> {
     let mut out = Vec::new();
     let mut case = 0usize;
@@ -137,6 +138,10 @@ fn cases() -> Vec<(SpectralLossConfig, usize, usize)> {
             out.push((cfg, batch, t));
             case += 1;
         }
+    }
+    // A hop longer than the signal: one frame (the overlap-add takes such a hop as T).
+    for w in [8, 256] {
+        out.push((SpectralLossConfig::new(w, 3 * w).with_center(w == 8), 2, w + 5));
     }
     out
 }

@@ -144,13 +144,29 @@ pub fn stft_magnitudes<B: SpectralOps>(
     B::stft_magnitudes(x, tables, hop, magnitude, eps)
 }
 
-/// Checks the input of a magnitude spectrogram: `x` is `[signals, T]` with T ≥ W and hop ≥ 1.
-/// Returns the number of frames.
+/// The most samples a signal may have: the fused kernels index a signal's samples in 32 bits
+/// (their divisions by the hop take numerators below 2^31), and 2^30 samples (4 GiB in f32, six
+/// hours at 48 kHz) is beyond any audio batch.
+pub const MAX_SIGNAL_SAMPLES: usize = 1 << 30;
+
+/// Checks the input of a magnitude spectrogram: `x` is `[signals, T]` with W ≤ T ≤
+/// [`MAX_SIGNAL_SAMPLES`] and hop ≥ 1. Returns the number of frames.
 pub fn check_stft<B: Backend>(op: &'static str, x: &Tensor<B, 2>, win: usize, hop: usize) -> Result<usize> {
+    check_framing(op, x.dims()[1], win, hop)
+}
+
+/// [`check_stft`] on a signal length `t`.
+fn check_framing(op: &'static str, t: usize, win: usize, hop: usize) -> Result<usize> {
     if hop == 0 {
         return Err(Error::invalid(op, "hop ≥ 1", hop));
     }
-    let t = x.dims()[1];
+    if t > MAX_SIGNAL_SAMPLES {
+        return Err(Error::invalid(
+            op,
+            format!("at most {MAX_SIGNAL_SAMPLES} samples per signal"),
+            format!("{t} samples"),
+        ));
+    }
     frame_count(t, win, hop)
         .ok_or_else(|| Error::invalid(op, format!("at least W = {win} samples per signal"), format!("{t} samples")))
 }
@@ -165,4 +181,21 @@ pub fn check_pair<B: Backend>(op: &'static str, pred: &Tensor<B, 2>, target: &Te
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A signal longer than [`MAX_SIGNAL_SAMPLES`] is refused with the limit in the message; one of
+    /// exactly that length is framed.
+    #[test]
+    fn signal_length_is_bounded() {
+        let err = check_framing("spectral_loss", MAX_SIGNAL_SAMPLES + 1, 1024, 256).unwrap_err().to_string();
+        assert!(err.contains("spectral_loss") && err.contains(&MAX_SIGNAL_SAMPLES.to_string()), "{err}");
+        assert_eq!(
+            check_framing("spectral_loss", MAX_SIGNAL_SAMPLES, 1024, 256).unwrap(),
+            (MAX_SIGNAL_SAMPLES - 1024) / 256 + 1
+        );
+    }
 }

@@ -7,7 +7,7 @@
 
 use burn_cubecl::{kernel::into_contiguous, tensor::CubeTensor, CubeRuntime, FloatElement};
 
-use crate::ops::cubecl::empty;
+use crate::ops::cubecl::{empty, fast_div, FastDiv, FAST_DIV_LIMIT};
 use cubecl::{prelude::*, CubeDim};
 
 use super::Tables;
@@ -89,39 +89,42 @@ pub(crate) fn stft_backward_kernel<F: Float>(
 
 /// `grad_x[s, i] = Σ_f grad_frames[(s·frames + f)·W + i − f·hop]` over every frame f that covers
 /// sample i (`f·hop ≤ i < f·hop + W`), summed in increasing f: one thread per sample of the
-/// launch's signals (those of its frames), no atomics.
+/// launch's signals (those of its frames), no atomics. The divisions by the signal length and the
+/// hop are [`FastDiv`]s: as `/` by a runtime value they were most of the kernel's instructions.
 #[cube(launch)]
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn overlap_add_kernel<F: Float>(
     grad_frames: &Array<F>,
     grad_x: &mut Array<F>,
-    framing: &Framing,
+    samples: u32,
+    first_signal: u32,
+    t_len: u32,
+    frames: u32,
+    hop: u32,
+    by_t_len: &FastDiv,
+    by_hop: &FastDiv,
     #[comptime] win: usize,
 ) {
-    let t_len = framing.t_len as usize;
-    let hop = framing.hop as usize;
-    let frames = framing.frames as usize;
-    let signals = framing.total as usize / frames;
-    let signal_offset = framing.offset as usize / frames;
-    let i = CUBE_POS * CUBE_DIM_X as usize + UNIT_POS_X as usize;
-    if i >= signals * t_len {
+    let i = (CUBE_POS * CUBE_DIM_X as usize + UNIT_POS_X as usize) as u32;
+    if i >= samples {
         terminate!();
     }
-    let s = i / t_len;
-    let pos = i % t_len;
-    let mut hi = pos / hop;
+    let s = fast_div(i, by_t_len);
+    let pos = i - s * t_len;
+    let mut hi = fast_div(pos, by_hop);
     if hi > frames - 1 {
         hi = frames - 1;
     }
-    let mut f = 0usize;
-    if pos >= win {
-        f = (pos + 1 - win).div_ceil(hop);
+    let mut f = 0u32;
+    if pos as usize >= win {
+        f = fast_div(pos + hop - comptime![win as u32], by_hop);
     }
     let mut sum = F::new(0.0);
     while f <= hi {
-        sum += grad_frames[(s * frames + f) * win + pos - f * hop];
+        sum += grad_frames[((s * frames + f) as usize) * win + (pos - f * hop) as usize];
         f += 1;
     }
-    grad_x[signal_offset * t_len + i] = sum;
+    grad_x[first_signal as usize * t_len as usize + i as usize] = sum;
 }
 
 /// Launches the fused backward: the magnitude gradient `[signals, frames, W/2 + 1]` and the
@@ -141,7 +144,7 @@ pub fn backward<R: CubeRuntime, F: FloatElement>(
     let client = x.client.clone();
     let cfg = frame_config::<R, F>(&client, win, magnitude);
     let all = FrameRange::all(signals, t, win, hop);
-    let chunk = signal_chunk::<F>(signals, all.frames, win);
+    let chunk = signal_chunk::<F>(signals, all.frames, win, t);
     let grad_x = empty::<R, F>(&x, vec![signals, t]);
     let grad_frames = empty::<R, F>(&x, vec![chunk * all.frames, win]);
     let mut start = 0;
@@ -165,10 +168,13 @@ pub fn backward<R: CubeRuntime, F: FloatElement>(
     grad_x
 }
 
-/// Signals per backward launch: their per-frame gradients stay under [`MAX_FRAME_GRAD_BYTES`]
-/// (at least one signal).
-pub(crate) fn signal_chunk<F: FloatElement>(signals: usize, frames: usize, win: usize) -> usize {
-    (MAX_FRAME_GRAD_BYTES / (frames * win * core::mem::size_of::<F>()).max(1)).clamp(1, signals.max(1))
+/// Signals per backward launch: their per-frame gradients stay under [`MAX_FRAME_GRAD_BYTES`], and
+/// their samples (`t_len` each) under [`FAST_DIV_LIMIT`], which the overlap-add's divisions need (at
+/// least one signal).
+pub(crate) fn signal_chunk<F: FloatElement>(signals: usize, frames: usize, win: usize, t_len: usize) -> usize {
+    let by_bytes = MAX_FRAME_GRAD_BYTES / (frames * win * core::mem::size_of::<F>()).max(1);
+    let by_samples = (FAST_DIV_LIMIT as usize - 1) / (t_len + win).max(1);
+    by_bytes.min(by_samples).clamp(1, signals.max(1))
 }
 
 /// Launches the overlap-add gather: the per-frame gradients `[range.total, W]` of the signals
@@ -180,13 +186,23 @@ pub(crate) fn overlap_add<R: CubeRuntime, F: FloatElement>(
 ) {
     let block = 256usize;
     let samples = range.total / range.frames * range.t_len;
+    // A hop past the signal's length frames it once, as a hop equal to it does: the clamp keeps
+    // the kernel's numerators (`pos + hop`) under 2^31 for signals of up to 2^30 samples
+    // ([`super::super::MAX_SIGNAL_SAMPLES`]).
+    let hop = range.hop.min(range.t_len);
     overlap_add_kernel::launch::<F, R>(
         &grad_x.client,
         grid(samples.div_ceil(block)),
         CubeDim::new_1d(block as u32),
         grad_frames.clone().into_array_arg(),
         grad_x.clone().into_array_arg(),
-        range.arg(),
+        samples as u32,
+        (range.offset / range.frames) as u32,
+        range.t_len as u32,
+        range.frames as u32,
+        hop as u32,
+        FastDiv::new(range.t_len as u32).arg(),
+        FastDiv::new(hop as u32).arg(),
         grad_frames.meta.shape()[1],
     );
 }

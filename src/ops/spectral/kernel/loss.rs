@@ -460,7 +460,7 @@ pub fn loss_backward<R: CubeRuntime, F: FloatElement>(
     let LossLaunch { pred, target, client, cfg, all } = LossLaunch::new::<F>(pred, target, tables, &p, grads);
     let grad_loss = into_contiguous(grad_loss);
     let (signals, t, win) = (all.total / all.frames, all.t_len, tables.win());
-    let chunk = signal_chunk::<F>(signals, all.frames, win);
+    let chunk = signal_chunk::<F>(signals, all.frames, win, t);
     let grad = || empty::<R, F>(&pred, vec![signals, t]);
     let frames = || empty::<R, F>(&pred, vec![chunk * all.frames, win]);
     // With one gradient, its frames are in the first buffer; the kernel does not touch the second,
