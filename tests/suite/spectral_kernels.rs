@@ -317,6 +317,65 @@ where
     }
 }
 
+/// Loss and gradients of `c · loss` (`Reduction::Mean`) on one path: an upstream gradient other
+/// than 1.
+#[allow(clippy::too_many_arguments)]
+fn run_scaled<B: Backend>(
+    cfg: &SpectralLossConfig,
+    kernel: KernelChoice,
+    c: f64,
+    pred: &[f64],
+    target: &[f64],
+    batch: usize,
+    t: usize,
+    device: &B::Device,
+) -> (f64, Vec<f64>, Vec<f64>)
+where
+    Autodiff<B>: SpectralOps<Device = B::Device>,
+{
+    type A<B> = Autodiff<B>;
+    let loss: SpectralLoss<A<B>> = cfg.clone().with_kernel(kernel).init(device).unwrap();
+    let p = tensor2::<A<B>>(pred, batch, t, device).require_grad();
+    let q = tensor2::<A<B>>(target, batch, t, device).require_grad();
+    let l = loss.forward(p.clone(), q.clone(), Reduction::Mean).unwrap().mul_scalar(c);
+    let value = host(l.clone())[0];
+    let g = l.backward();
+    (value, host(p.grad(&g).unwrap()), host(q.grad(&g).unwrap()))
+}
+
+/// The loss's own gradient reaches the fused gradients: for `c · loss` (c = −2.5) the fused loss
+/// and both gradients equal the f64 reference's, with the spectral-convergence term (whose
+/// backward recomputes the spectra) and without it (whose forward computes the gradients at a
+/// loss gradient of 1 and whose backward scales them).
+fn check_fused_upstream_gradient<B: Backend>(device: &B::Device)
+where
+    Autodiff<B>: SpectralOps<Device = B::Device>,
+{
+    let (batch, t, c) = (2, 1500, -2.5);
+    for (w, hop, sc) in [(8, 2, 0.0), (256, 64, 0.0), (1024, 256, 0.5)] {
+        let cfg = SpectralLossConfig::new(w, hop).with_spectral_convergence(sc);
+        let pred = round_to_backend::<B>(&normals(81 + w as u64, batch * t), device);
+        let target = round_to_backend::<B>(&normals(82 + w as u64, batch * t), device);
+        let fused = run_scaled::<B>(&cfg, KernelChoice::Fused, c, &pred, &target, batch, t, device);
+        let truth = run_scaled::<NdArrayBackend<f64>>(
+            &cfg,
+            KernelChoice::Reference,
+            c,
+            &pred,
+            &target,
+            batch,
+            t,
+            &Default::default(),
+        );
+        let loss_err = (fused.0 - truth.0).abs() / truth.0.abs();
+        assert!(loss_err <= LOSS_F32_REL, "W={w} sc={sc}: loss off by {loss_err:e}");
+        for (name, f, r) in [("pred", &fused.1, &truth.1), ("target", &fused.2, &truth.2)] {
+            let err = rel_rms_real(f, r);
+            assert!(err <= GRAD_F32_REL, "W={w} sc={sc}: gradient of {name} off by {err:e} (relative RMS)");
+        }
+    }
+}
+
 /// With H < W, the fused backward's gradient at samples covered by ≥ 2 frames equals the f64
 /// reference gradient (itself checked against finite differences in `spectral`), and is far
 /// from what an overwriting backward (the last covering frame alone) would give.
@@ -401,6 +460,7 @@ on_cubecl!(check_fused_zero_inputs_finite);
 on_cubecl!(check_fused_deterministic);
 on_cubecl!(check_fused_one_gradient_is_the_same);
 on_cubecl!(check_fused_accumulates_overlaps);
+on_cubecl!(check_fused_upstream_gradient);
 
 /// `KernelChoice::Fused` where the fused kernels cannot run is a clear error; `Auto` takes the
 /// reference path there instead.

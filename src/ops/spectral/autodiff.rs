@@ -6,7 +6,8 @@ use burn::backend::autodiff::checkpoint::{base::Checkpointer, strategy::Checkpoi
 use burn::backend::autodiff::grads::Gradients;
 use burn::backend::autodiff::ops::{Backward, Ops};
 use burn::backend::Autodiff;
-use burn::tensor::{Tensor, TensorPrimitive};
+use burn::tensor::ops::FloatTensorOps;
+use burn::tensor::{Shape, Tensor, TensorPrimitive};
 use burn_cubecl::{element::BoolElement, tensor::CubeTensor, CubeBackend, CubeRuntime, FloatElement, IntElement};
 
 use super::{check_pair, check_stft, kernel, spectral_loss_composed, stft_magnitudes_reference};
@@ -52,7 +53,8 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> Backward<C
 struct FusedLossBackward;
 
 /// What the fused loss's backward needs: both signals, the forward's three sums, the tables and
-/// the loss's constants.
+/// the loss's constants; and the gradients the forward computed at a loss gradient of 1 where it
+/// could (then the backward only scales them).
 #[derive(Clone, Debug)]
 struct LossState<R: CubeRuntime> {
     pred: CubeTensor<R>,
@@ -60,6 +62,7 @@ struct LossState<R: CubeRuntime> {
     sums: CubeTensor<R>,
     tables: kernel::Tables<R>,
     params: LossParams,
+    unit_grads: [Option<CubeTensor<R>>; 2],
 }
 
 impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> Backward<CubeBackend<R, F, I, BT>, 2>
@@ -75,7 +78,16 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> Backward<C
         }
         let s = ops.state;
         let wants = (node_p.is_some(), node_t.is_some());
-        let (gp, gt) = kernel::loss_backward::<R, F>(grad_loss, s.sums, s.pred, s.target, &s.tables, s.params, wants);
+        let computed = (s.unit_grads[0].is_some(), s.unit_grads[1].is_some());
+        let (gp, gt) = if computed == wants {
+            // ∂L/∂x = g · ∂loss/∂x: the loss gradient `[1]` broadcast over the forward's gradients.
+            type B<R, F, I, BT> = CubeBackend<R, F, I, BT>;
+            let g = B::<R, F, I, BT>::float_reshape(grad_loss, Shape::new([1, 1]));
+            let [a, b] = s.unit_grads.map(|unit| unit.map(|u| B::<R, F, I, BT>::float_mul(u, g.clone())));
+            (a, b)
+        } else {
+            kernel::loss_backward::<R, F>(grad_loss, s.sums, s.pred, s.target, &s.tables, s.params, wants)
+        };
         for (node, grad) in [(node_p, gp), (node_t, gt)] {
             if let (Some(node), Some(grad)) = (node, grad) {
                 grads.register::<CubeBackend<R, F, I, BT>>(node.id, grad);
@@ -128,9 +140,13 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement, C: Checkpo
         let tables = tables.kernel_tables();
         let params = *params;
         let inputs = [pred.into_primitive().tensor(), target.into_primitive().tensor()];
+        // The gradients the graph will ask for, which the forward computes in its pass where it can.
+        let wants = (!inputs[0].node.requirement.is_none(), !inputs[1].node.requirement.is_none());
         let loss = record_fused::<CubeBackend<R, F, I, BT>, C, _, 2>(FusedLossBackward, inputs, |[pred, target]| {
-            let (loss, sums) = kernel::loss_forward::<R, F>(pred.clone(), target.clone(), &tables, params);
-            (loss, LossState { pred, target, sums, tables: tables.clone(), params })
+            let out = kernel::loss_forward::<R, F>(pred.clone(), target.clone(), &tables, params, wants);
+            let state =
+                LossState { pred, target, sums: out.sums, tables: tables.clone(), params, unit_grads: out.unit_grads };
+            (out.loss, state)
         });
         Ok(Tensor::from_primitive(TensorPrimitive::Float(loss)))
     }

@@ -40,9 +40,9 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> SpectralOp
         check_pair("spectral_loss", &pred, &target)?;
         check_stft("spectral_loss", &pred, tables.win(), params.hop)?;
         let t = tables.kernel_tables();
-        let (loss, _sums) =
-            kernel::loss_forward::<R, F>(pred.into_primitive().tensor(), target.into_primitive().tensor(), &t, *params);
-        Ok(Tensor::from_primitive(TensorPrimitive::Float(loss)))
+        let (pred, target) = (pred.into_primitive().tensor(), target.into_primitive().tensor());
+        let out = kernel::loss_forward::<R, F>(pred, target, &t, *params, (false, false));
+        Ok(Tensor::from_primitive(TensorPrimitive::Float(out.loss)))
     }
 
     fn spectral_loss_is_fused(win: usize, device: &Self::Device) -> bool {

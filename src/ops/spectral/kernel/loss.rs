@@ -119,15 +119,101 @@ fn split_spectra<F: Float>(
     (half * (zr + cr), half * (zi - ci), half * (zi + ci), half * (cr - zr))
 }
 
-/// One cube per group of `cfg.frame.rows` frame pairs: writes the group's three partial sums.
+/// The loss's gradient coefficients of bin `k` (≤ W/2) of slot `r`, packed in place for one inverse
+/// FFT: from `∂L/∂|P_k|` and `∂L/∂|Q_k|` (`cp`, `ct`, already times the magnitudes' slopes), the
+/// coefficients `c·P_k`, `c·Q_k`; their Hermitian extensions `H` (halved off DC and Nyquist, so
+/// that the real inverse is the real part of the one-sided sum) go as `Hp + i·Ht` into bins k and
+/// W − k, which only this unit reads and writes. One gradient alone goes in the real part.
+#[cube]
+#[allow(clippy::too_many_arguments)]
+fn pack_coefficients<F: Float>(
+    s_re: &mut SharedMemory<F>,
+    s_im: &mut SharedMemory<F>,
+    r: usize,
+    k: usize,
+    spectra: (F, F, F, F),
+    cp: F,
+    ct: F,
+    #[comptime] cfg: LossConfig,
+) {
+    let w = comptime![1usize << cfg.frame.log_w];
+    let half = comptime![w / 2];
+    let (pr, pi, qr, qi) = spectra;
+    let mut h = F::new(0.5);
+    if k == 0 || k == half {
+        h = F::new(1.0);
+    }
+    // (a_re, a_im): the real part's coefficient, (b_re, b_im): the imaginary part's.
+    let (mut ar, mut ai) = (h * cp * pr, h * cp * pi);
+    let (mut br, mut bi) = (F::new(0.0), F::new(0.0));
+    if comptime![cfg.grads.0 && cfg.grads.1] {
+        br = h * ct * qr;
+        bi = h * ct * qi;
+    } else if comptime![!cfg.grads.0] {
+        ar = h * ct * qr;
+        ai = h * ct * qi;
+    }
+    // Z_k = A + iB, Z_{W−k} = conj A + i conj B (at DC and Nyquist both are real).
+    let a = at(r * w + k, cfg.frame);
+    s_re[a] = ar - bi;
+    s_im[a] = ai + br;
+    if k != 0 && k != half {
+        let b = at(r * w + w - k, cfg.frame);
+        s_re[b] = ar + bi;
+        s_im[b] = br - ai;
+    }
+}
+
+/// After the inverse FFT of the packed coefficients: each slot's frame gradients (times the
+/// window) into `grad_frames` at the launch's frame `first + r` (pred's, and target's where both
+/// are asked for).
+#[cube]
+fn write_frame_grads<F: Float>(
+    s_re: &SharedMemory<F>,
+    s_im: &SharedMemory<F>,
+    tables: &FrameTables<F>,
+    grad_frames: &mut Pair<F>,
+    first: usize,
+    total: usize,
+    #[comptime] cfg: LossConfig,
+) {
+    let log_w = comptime![cfg.frame.log_w];
+    let w = comptime![1usize << cfg.frame.log_w];
+    let threads = comptime![cfg.frame.threads];
+    let t = UNIT_POS_X as usize;
+    #[unroll]
+    for q in 0..comptime![cfg.frame.rows * w / cfg.frame.threads] {
+        let e = t + q * threads;
+        let r = e / w;
+        let n = e % w;
+        if first + r < total {
+            let src = at(r * w + reverse_bits(n, log_w), cfg.frame);
+            let wn = tables.window[n];
+            grad_frames.pred[(first + r) * w + n] = wn * s_re[src];
+            if comptime![cfg.grads.0 && cfg.grads.1] {
+                grad_frames.target[(first + r) * w + n] = wn * s_im[src];
+            }
+        }
+    }
+}
+
+/// One cube per group of `cfg.frame.rows` frame pairs: writes the group's three partial sums at
+/// `first_partial + CUBE_POS`. With `cfg.grads` (a loss without the spectral-convergence term, whose
+/// gradient needs only the reduction's constant factor) it goes on to the backward's work for a
+/// loss gradient of 1, on the spectra it has: the coefficients, the inverse FFT and the frames'
+/// gradients into `grad_frames` (the autodiff backward then scales their overlap-add by the loss's
+/// gradient), so the backward computes no spectrum again.
 /// (One group per cube rather than a loop over groups `CUBE_COUNT` apart: the loop kept its
 /// per-thread addresses live across iterations, 122 registers against 64, half the occupancy.)
 #[cube(launch)]
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn loss_forward_kernel<F: Float>(
     signals: &Pair<F>,
     tables: &FrameTables<F>,
     partials: &mut Array<F>,
-    eps: InputScalar,
+    grad_frames: &mut Pair<F>,
+    scalars: &LossScalars,
+    first_partial: u32,
     framing: &Framing,
     #[comptime] cfg: LossConfig,
 ) {
@@ -136,10 +222,13 @@ pub(crate) fn loss_forward_kernel<F: Float>(
     let threads = comptime![cfg.frame.threads];
     let w = comptime![1usize << cfg.frame.log_w];
     let bins = comptime![w / 2 + 1];
+    let grads = comptime![cfg.grads.0 || cfg.grads.1];
     let mut s_re = SharedMemory::<F>::new(comptime![cfg.frame.rows * w]);
     let mut s_im = SharedMemory::<F>::new(comptime![cfg.frame.rows * w]);
     let mut red = SharedMemory::<F>::new(comptime![3 * cfg.frame.threads]);
-    let eps: F = eps.get::<F>();
+    let eps: F = scalars.eps.get::<F>();
+    // ∂L/∂s0 for a loss gradient of 1.
+    let g0 = scalars.scale.get::<F>();
     let total = framing.total as usize;
     let first = CUBE_POS * rows;
     if first >= total {
@@ -155,18 +244,32 @@ pub(crate) fn loss_forward_kernel<F: Float>(
         let e = t + q * threads;
         let r = e / bins;
         let k = e % bins;
-        if e < comptime![cfg.frame.rows * bins] && first + r < total {
-            let (pr, pi, qr, qi) = split_spectra::<F>(&s_re, &s_im, r, k, frame);
-            let mp = magnitude_of::<F>(pr * pr + pi * pi, eps, comptime![cfg.frame.magnitude]);
-            let mt = magnitude_of::<F>(qr * qr + qi * qi, eps, comptime![cfg.frame.magnitude]);
-            let diff = mp - mt;
-            if comptime![cfg.distance == Distance::L1] {
-                a0 += F::abs(diff);
-            } else {
-                a0 += diff * diff;
+        if e < comptime![cfg.frame.rows * bins] {
+            let spectra = split_spectra::<F>(&s_re, &s_im, r, k, frame);
+            let (pr, pi, qr, qi) = spectra;
+            let mut cp = F::new(0.0);
+            let mut ct = F::new(0.0);
+            if first + r < total {
+                let (pp, qq) = (pr * pr + pi * pi, qr * qr + qi * qi);
+                let mp = magnitude_of::<F>(pp, eps, comptime![cfg.frame.magnitude]);
+                let mt = magnitude_of::<F>(qq, eps, comptime![cfg.frame.magnitude]);
+                let diff = mp - mt;
+                if comptime![cfg.distance == Distance::L1] {
+                    a0 += F::abs(diff);
+                } else {
+                    a0 += diff * diff;
+                }
+                a1 += diff * diff;
+                a2 += mt * mt;
+                if comptime![grads] {
+                    let dd = distance_slope::<F>(diff, cfg);
+                    cp = g0 * dd * magnitude_slope::<F>(pp, eps, comptime![cfg.frame.magnitude]);
+                    ct = (F::new(0.0) - g0 * dd) * magnitude_slope::<F>(qq, eps, comptime![cfg.frame.magnitude]);
+                }
             }
-            a1 += diff * diff;
-            a2 += mt * mt;
+            if comptime![grads] {
+                pack_coefficients::<F>(&mut s_re, &mut s_im, r, k, spectra, cp, ct, cfg);
+            }
         }
     }
     red[t] = a0;
@@ -177,9 +280,29 @@ pub(crate) fn loss_forward_kernel<F: Float>(
     if t == 0 {
         #[unroll]
         for j in 0..3usize {
-            partials[CUBE_POS * 3 + j] = red[j * threads];
+            partials[(first_partial as usize + CUBE_POS) * 3 + j] = red[j * threads];
         }
     }
+    if comptime![grads] {
+        sync_cube();
+        fft_stages::<F>(&mut s_re, &mut s_im, tables, frame, true);
+        write_frame_grads::<F>(&s_re, &s_im, tables, grad_frames, first, total, cfg);
+    }
+}
+
+/// `∂d/∂diff` of the distance: `2·diff` (L2) or its sign (L1, 0 at 0).
+#[cube]
+fn distance_slope<F: Float>(diff: F, #[comptime] cfg: LossConfig) -> F {
+    let mut dd = F::new(2.0) * diff;
+    if comptime![cfg.distance == Distance::L1] {
+        dd = F::new(0.0);
+        if diff > F::new(0.0) {
+            dd = F::new(1.0);
+        } else if diff < F::new(0.0) {
+            dd = F::new(-1.0);
+        }
+    }
+    dd
 }
 
 /// One cube: sums the per-cube partials `[cubes, 3]` in a fixed order (strided per thread, then a
@@ -242,7 +365,6 @@ pub(crate) fn loss_backward_kernel<F: Float>(
     #[comptime] cfg: LossConfig,
 ) {
     let frame = comptime![cfg.frame];
-    let log_w = comptime![cfg.frame.log_w];
     let rows = comptime![cfg.frame.rows];
     let threads = comptime![cfg.frame.threads];
     let w = comptime![1usize << cfg.frame.log_w];
@@ -269,11 +391,6 @@ pub(crate) fn loss_backward_kernel<F: Float>(
     }
     pair_spectra::<F>(signals, tables, &mut s_re, &mut s_im, first, framing, frame);
 
-    // Each bin k ≤ W/2 of a slot: both spectra from the packed one, `∂L/∂|P_k|` and `∂L/∂|Q_k|`,
-    // hence coefficients `c·P_k`, `c·Q_k`; their Hermitian extensions `H` (halved off DC and
-    // Nyquist, so that the real inverse is the real part of the one-sided sum) are packed again as
-    // `Hp + i·Ht` into bins k and W − k, which only this unit reads and writes. One gradient
-    // alone goes in the real part.
     let t = UNIT_POS_X as usize;
     #[unroll]
     for q in 0..comptime![(cfg.frame.rows * (half + 1)).div_ceil(cfg.frame.threads)] {
@@ -281,7 +398,8 @@ pub(crate) fn loss_backward_kernel<F: Float>(
         let r = e / comptime![half + 1];
         let k = e % comptime![half + 1];
         if e < comptime![cfg.frame.rows * (half + 1)] {
-            let (pr, pi, qr, qi) = split_spectra::<F>(&s_re, &s_im, r, k, frame);
+            let spectra = split_spectra::<F>(&s_re, &s_im, r, k, frame);
+            let (pr, pi, qr, qi) = spectra;
             let mut cp = F::new(0.0);
             let mut ct = F::new(0.0);
             if first + r < total {
@@ -289,63 +407,19 @@ pub(crate) fn loss_backward_kernel<F: Float>(
                 let mp = magnitude_of::<F>(pp, eps, comptime![cfg.frame.magnitude]);
                 let mt = magnitude_of::<F>(qq, eps, comptime![cfg.frame.magnitude]);
                 let diff = mp - mt;
-                let mut dd = F::new(2.0) * diff;
-                if comptime![cfg.distance == Distance::L1] {
-                    dd = F::new(0.0);
-                    if diff > F::new(0.0) {
-                        dd = F::new(1.0);
-                    } else if diff < F::new(0.0) {
-                        dd = F::new(-1.0);
-                    }
-                }
+                let dd = distance_slope::<F>(diff, cfg);
                 // s1 = Σ (mt − mp)², s2 = Σ mt².
                 let gp = g0 * dd + g1 * F::new(2.0) * diff;
                 let gt = F::new(0.0) - g0 * dd - g1 * F::new(2.0) * diff + g2 * F::new(2.0) * mt;
                 cp = gp * magnitude_slope::<F>(pp, eps, comptime![cfg.frame.magnitude]);
                 ct = gt * magnitude_slope::<F>(qq, eps, comptime![cfg.frame.magnitude]);
             }
-            let mut h = F::new(0.5);
-            if k == 0 || k == half {
-                h = F::new(1.0);
-            }
-            // (a_re, a_im): the real part's coefficient, (b_re, b_im): the imaginary part's.
-            let (mut ar, mut ai) = (h * cp * pr, h * cp * pi);
-            let (mut br, mut bi) = (F::new(0.0), F::new(0.0));
-            if comptime![cfg.grads.0 && cfg.grads.1] {
-                br = h * ct * qr;
-                bi = h * ct * qi;
-            } else if comptime![!cfg.grads.0] {
-                ar = h * ct * qr;
-                ai = h * ct * qi;
-            }
-            // Z_k = A + iB, Z_{W−k} = conj A + i conj B (at DC and Nyquist both are real).
-            let a = at(r * w + k, frame);
-            s_re[a] = ar - bi;
-            s_im[a] = ai + br;
-            if k != 0 && k != half {
-                let b = at(r * w + w - k, frame);
-                s_re[b] = ar + bi;
-                s_im[b] = br - ai;
-            }
+            pack_coefficients::<F>(&mut s_re, &mut s_im, r, k, spectra, cp, ct, cfg);
         }
     }
     sync_cube();
     fft_stages::<F>(&mut s_re, &mut s_im, tables, frame, true);
-
-    #[unroll]
-    for q in 0..comptime![cfg.frame.rows * w / cfg.frame.threads] {
-        let e = t + q * threads;
-        let r = e / w;
-        let n = e % w;
-        if first + r < total {
-            let src = at(r * w + reverse_bits(n, log_w), frame);
-            let wn = tables.window[n];
-            grad_frames.pred[(first + r) * w + n] = wn * s_re[src];
-            if comptime![cfg.grads.0 && cfg.grads.1] {
-                grad_frames.target[(first + r) * w + n] = wn * s_im[src];
-            }
-        }
-    }
+    write_frame_grads::<F>(&s_re, &s_im, tables, grad_frames, first, total, cfg);
 }
 
 impl LossParams {
@@ -401,33 +475,94 @@ impl<R: CubeRuntime> LossLaunch<R> {
     }
 }
 
-/// The fused loss: returns `(loss [1], sums [3])`; `sums` is what the backward needs. The caller
+/// What [`loss_forward`] returns: the loss `[1]`, the sums `[3]` the backward needs, and, where it
+/// was asked to, the gradients of pred and target `[signals, T]` for a loss gradient of 1.
+pub struct LossForward<R: CubeRuntime> {
+    /// The loss, `[1]`.
+    pub loss: CubeTensor<R>,
+    /// `(s0, s1, s2)`, `[3]`.
+    pub sums: CubeTensor<R>,
+    /// `∂loss/∂pred` and `∂loss/∂target`, those asked for and computed in the forward.
+    pub unit_grads: [Option<CubeTensor<R>>; 2],
+}
+
+/// Whether [`loss_forward`] computes the gradients `grads` asks for in its pass: a loss without the
+/// spectral-convergence term (whose gradient needs the whole reduction first) and some gradient
+/// asked for.
+pub fn forward_grads(p: &LossParams, grads: (bool, bool)) -> bool {
+    (grads.0 || grads.1) && p.spectral_convergence == 0.0
+}
+
+/// The fused loss. Where [`forward_grads`] holds for `grads` (`(pred, target)`), it also returns
+/// the gradients asked for at a loss gradient of 1, from the spectra it computes anyway (the
+/// backward then only scales them). Frames go through the kernel in chunks of whole signals, with
+/// or without gradients (the same chunks, so the loss is the same bits either way). The caller
 /// checks [`loss_supported`] and the shapes first.
 pub fn loss_forward<R: CubeRuntime, F: FloatElement>(
     pred: CubeTensor<R>,
     target: CubeTensor<R>,
     tables: &Tables<R>,
     p: LossParams,
-) -> (CubeTensor<R>, CubeTensor<R>) {
-    let LossLaunch { pred, target, client, cfg, all: range } =
-        LossLaunch::new::<F>(pred, target, tables, &p, (false, false));
-    let cubes = range.total.div_ceil(cfg.frame.rows).max(1);
+    grads: (bool, bool),
+) -> LossForward<R> {
+    let grads = if forward_grads(&p, grads) { grads } else { (false, false) };
+    let LossLaunch { pred, target, client, cfg, all } = LossLaunch::new::<F>(pred, target, tables, &p, grads);
+    let (signals, t, win) = (all.total / all.frames, all.t_len, tables.win());
+    let chunk = signal_chunk::<F>(signals, all.frames, win, t);
+    let ranges: Vec<FrameRange> =
+        (0..signals).step_by(chunk.max(1)).map(|s| all.signals(s, chunk.min(signals - s))).collect();
+    let cubes_of = |r: &FrameRange| r.total.div_ceil(cfg.frame.rows).max(1);
+    let cubes: usize = ranges.iter().map(cubes_of).sum::<usize>().max(1);
     let max_units = client.properties().hardware.max_units_per_cube as usize;
     let finish_threads = FINISH_THREADS.min(floor_pow2(max_units));
-    // One allocation for the three (each is one more request to the device thread, which is what
-    // a small call's time goes to).
-    let [partials, sums, loss] = empties::<R, F, 3>(&pred, [&[cubes, 3], &[3], &[1]]);
-    loss_forward_kernel::launch::<F, R>(
-        &client,
-        grid(cubes),
-        CubeDim::new_1d(cfg.frame.threads as u32),
-        PairLaunch::new(pred.into_array_arg(), target.into_array_arg()),
-        tables.arg::<F>(),
-        partials.clone().into_array_arg(),
-        InputScalar::new(p.eps, F::dtype()),
-        range.arg(),
-        cfg,
-    );
+    // One allocation for the small outputs and the gradients that outlive the call (each
+    // allocation is one more request to the device thread, which is what a small call's time goes
+    // to); the frames' scratch is apart, released after the last chunk.
+    let both = grads.0 && grads.1;
+    let (partials, sums, loss, unit_a, unit_b) = if both {
+        let [p, s, l, a, b] = empties::<R, F, 5>(&pred, [&[cubes, 3], &[3], &[1], &[signals, t], &[signals, t]]);
+        (p, s, l, Some(a), Some(b))
+    } else if grads.0 || grads.1 {
+        let [p, s, l, a] = empties::<R, F, 4>(&pred, [&[cubes, 3], &[3], &[1], &[signals, t]]);
+        (p, s, l, Some(a), None)
+    } else {
+        let [p, s, l] = empties::<R, F, 3>(&pred, [&[cubes, 3], &[3], &[1]]);
+        (p, s, l, None, None)
+    };
+    let scratch = || empty::<R, F>(&pred, vec![chunk * all.frames, win]);
+    // Without gradients the kernel writes no frames: the partials stand for both buffers. With one
+    // gradient its frames are in the first buffer and the second is not touched.
+    let (frames_a, frames_b) = match (grads.0 || grads.1, both) {
+        (false, _) => (partials.clone(), partials.clone()),
+        (true, false) => {
+            let a = scratch();
+            (a.clone(), a)
+        }
+        (true, true) => (scratch(), scratch()),
+    };
+    let mut first_partial = 0;
+    for range in &ranges {
+        loss_forward_kernel::launch::<F, R>(
+            &client,
+            grid(cubes_of(range)),
+            CubeDim::new_1d(cfg.frame.threads as u32),
+            PairLaunch::new(pred.clone().into_array_arg(), target.clone().into_array_arg()),
+            tables.arg::<F>(),
+            partials.clone().into_array_arg(),
+            PairLaunch::new(frames_a.clone().into_array_arg(), frames_b.clone().into_array_arg()),
+            p.scalars::<R, F>(),
+            first_partial as u32,
+            range.arg(),
+            cfg,
+        );
+        if let Some(unit_a) = &unit_a {
+            overlap_add::<R, F>(&frames_a, unit_a, range);
+        }
+        if let Some(unit_b) = &unit_b {
+            overlap_add::<R, F>(&frames_b, unit_b, range);
+        }
+        first_partial += cubes_of(range);
+    }
     loss_finish_kernel::launch::<F, R>(
         &client,
         CubeCount::Static(1, 1, 1),
@@ -439,7 +574,13 @@ pub fn loss_forward<R: CubeRuntime, F: FloatElement>(
         finish_threads,
         cfg.spectral_convergence,
     );
-    (loss, sums)
+    let unit_grads = match grads {
+        (true, true) => [unit_a, unit_b],
+        (true, false) => [unit_a, None],
+        (false, true) => [None, unit_a],
+        (false, false) => [None, None],
+    };
+    LossForward { loss, sums, unit_grads }
 }
 
 /// The fused loss's backward: the loss gradient `[1]`, the forward's `sums` and inputs → the
