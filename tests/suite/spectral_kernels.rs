@@ -71,16 +71,18 @@ fn run<B: Backend>(
 where
     Autodiff<B>: SpectralOps<Device = B::Device>,
 {
-    run_with::<B>(cfg, kernel, Some(Reduction::Mean), pred, target, batch, t, device)
+    run_with::<B>(cfg, kernel, Some(Reduction::Mean), 1.0, pred, target, batch, t, device)
 }
 
 /// As [`run`], with any reduction, or (`None`) the sum of `forward_no_reduction`, which takes the
-/// spectrogram op and tensor ops instead of the one-pass fused loss.
+/// spectrogram op and tensor ops instead of the one-pass fused loss; of `c · loss` (an upstream
+/// gradient other than 1 where `c ≠ 1`).
 #[allow(clippy::too_many_arguments)]
 fn run_with<B: Backend>(
     cfg: &SpectralLossConfig,
     kernel: KernelChoice,
     reduction: Option<Reduction>,
+    c: f64,
     pred: &[f64],
     target: &[f64],
     batch: usize,
@@ -98,6 +100,7 @@ where
         Some(r) => loss.forward(p.clone(), q.clone(), r).unwrap(),
         None => loss.forward_no_reduction(p.clone(), q.clone()).unwrap().sum(),
     };
+    let l = if c == 1.0 { l } else { l.mul_scalar(c) };
     let value = host(l.clone())[0];
     let g = l.backward();
     (value, host(p.grad(&g).unwrap()), host(q.grad(&g).unwrap()))
@@ -168,15 +171,16 @@ where
         let pred = round_to_backend::<B>(&normals(3000 + i as u64, batch * t), device);
         let target = round_to_backend::<B>(&normals(4000 + i as u64, batch * t), device);
         let reduction = [Some(Reduction::Mean), Some(Reduction::Sum), Some(Reduction::BatchMean), None][i % 4].clone();
-        let fused = run_with::<B>(&cfg, KernelChoice::Fused, reduction.clone(), &pred, &target, batch, t, device);
+        let fused = run_with::<B>(&cfg, KernelChoice::Fused, reduction.clone(), 1.0, &pred, &target, batch, t, device);
         let reference =
-            run_with::<B>(&cfg, KernelChoice::Reference, reduction.clone(), &pred, &target, batch, t, device);
+            run_with::<B>(&cfg, KernelChoice::Reference, reduction.clone(), 1.0, &pred, &target, batch, t, device);
         let mut truth = None;
         let f64_run = || {
             run_with::<NdArrayBackend<f64>>(
                 &cfg,
                 KernelChoice::Reference,
                 reduction.clone(),
+                1.0,
                 &pred,
                 &target,
                 batch,
@@ -256,6 +260,7 @@ fn sensitivity(
             cfg,
             KernelChoice::Reference,
             reduction.clone(),
+            1.0,
             &p,
             &q,
             batch,
@@ -317,32 +322,6 @@ where
     }
 }
 
-/// Loss and gradients of `c · loss` (`Reduction::Mean`) on one path: an upstream gradient other
-/// than 1.
-#[allow(clippy::too_many_arguments)]
-fn run_scaled<B: Backend>(
-    cfg: &SpectralLossConfig,
-    kernel: KernelChoice,
-    c: f64,
-    pred: &[f64],
-    target: &[f64],
-    batch: usize,
-    t: usize,
-    device: &B::Device,
-) -> (f64, Vec<f64>, Vec<f64>)
-where
-    Autodiff<B>: SpectralOps<Device = B::Device>,
-{
-    type A<B> = Autodiff<B>;
-    let loss: SpectralLoss<A<B>> = cfg.clone().with_kernel(kernel).init(device).unwrap();
-    let p = tensor2::<A<B>>(pred, batch, t, device).require_grad();
-    let q = tensor2::<A<B>>(target, batch, t, device).require_grad();
-    let l = loss.forward(p.clone(), q.clone(), Reduction::Mean).unwrap().mul_scalar(c);
-    let value = host(l.clone())[0];
-    let g = l.backward();
-    (value, host(p.grad(&g).unwrap()), host(q.grad(&g).unwrap()))
-}
-
 /// The loss's own gradient reaches the fused gradients: for `c · loss` (c = −2.5) the fused loss
 /// and both gradients equal the f64 reference's, with the spectral-convergence term (whose
 /// backward recomputes the spectra) and without it (whose forward computes the gradients at a
@@ -356,10 +335,12 @@ where
         let cfg = SpectralLossConfig::new(w, hop).with_spectral_convergence(sc);
         let pred = round_to_backend::<B>(&normals(81 + w as u64, batch * t), device);
         let target = round_to_backend::<B>(&normals(82 + w as u64, batch * t), device);
-        let fused = run_scaled::<B>(&cfg, KernelChoice::Fused, c, &pred, &target, batch, t, device);
-        let truth = run_scaled::<NdArrayBackend<f64>>(
+        let fused =
+            run_with::<B>(&cfg, KernelChoice::Fused, Some(Reduction::Mean), c, &pred, &target, batch, t, device);
+        let truth = run_with::<NdArrayBackend<f64>>(
             &cfg,
             KernelChoice::Reference,
+            Some(Reduction::Mean),
             c,
             &pred,
             &target,
@@ -444,7 +425,7 @@ where
         for (q, what) in [(&zeros, "zero target"), (&target, "non-zero target")] {
             for reduction in [Some(Reduction::Mean), None] {
                 let (loss, gp, gq) =
-                    run_with::<B>(&cfg, KernelChoice::Fused, reduction.clone(), &zeros, q, batch, t, device);
+                    run_with::<B>(&cfg, KernelChoice::Fused, reduction.clone(), 1.0, &zeros, q, batch, t, device);
                 assert!(loss.is_finite(), "{magnitude:?} {distance:?} {what} {reduction:?}: loss {loss}");
                 assert!(
                     gp.iter().chain(&gq).all(|v| v.is_finite()),
@@ -499,12 +480,13 @@ fn cuda_f64_reference_runs_and_agrees() {
     for (win, hop) in [(1000, 250), (256, 64)] {
         let cfg = SpectralLossConfig::new(win, hop).with_distance(Distance::L2);
         let run = |kernel| {
-            run_with::<Cuda>(&cfg, kernel, Some(Reduction::Mean), &pred, &target, batch, t, &Default::default())
+            run_with::<Cuda>(&cfg, kernel, Some(Reduction::Mean), 1.0, &pred, &target, batch, t, &Default::default())
         };
         let truth = run_with::<NdArrayBackend<f64>>(
             &cfg,
             KernelChoice::Reference,
             Some(Reduction::Mean),
+            1.0,
             &pred,
             &target,
             batch,

@@ -246,14 +246,10 @@ pub(crate) fn loss_forward_kernel<F: Float>(
         let k = e % bins;
         if e < comptime![cfg.frame.rows * bins] {
             let spectra = split_spectra::<F>(&s_re, &s_im, r, k, frame);
-            let (pr, pi, qr, qi) = spectra;
             let mut cp = F::new(0.0);
             let mut ct = F::new(0.0);
             if first + r < total {
-                let (pp, qq) = (pr * pr + pi * pi, qr * qr + qi * qi);
-                let mp = magnitude_of::<F>(pp, eps, comptime![cfg.frame.magnitude]);
-                let mt = magnitude_of::<F>(qq, eps, comptime![cfg.frame.magnitude]);
-                let diff = mp - mt;
+                let (pp, qq, mt, diff) = bin_magnitudes::<F>(spectra, eps, cfg);
                 if comptime![cfg.distance == Distance::L1] {
                     a0 += F::abs(diff);
                 } else {
@@ -288,6 +284,18 @@ pub(crate) fn loss_forward_kernel<F: Float>(
         fft_stages::<F>(&mut s_re, &mut s_im, tables, frame, true);
         write_frame_grads::<F>(&s_re, &s_im, tables, grad_frames, first, total, cfg);
     }
+}
+
+/// At one bin, from both spectra `(P.re, P.im, T.re, T.im)`: their squared magnitudes, the
+/// target's magnitude and the difference `|P| − |T|`, in the loss's magnitude measure:
+/// `(pp, qq, mt, diff)`.
+#[cube]
+fn bin_magnitudes<F: Float>(spectra: (F, F, F, F), eps: F, #[comptime] cfg: LossConfig) -> (F, F, F, F) {
+    let (pr, pi, qr, qi) = spectra;
+    let (pp, qq) = (pr * pr + pi * pi, qr * qr + qi * qi);
+    let mp = magnitude_of::<F>(pp, eps, comptime![cfg.frame.magnitude]);
+    let mt = magnitude_of::<F>(qq, eps, comptime![cfg.frame.magnitude]);
+    (pp, qq, mt, mp - mt)
 }
 
 /// `∂d/∂diff` of the distance: `2·diff` (L2) or its sign (L1, 0 at 0).
@@ -399,14 +407,10 @@ pub(crate) fn loss_backward_kernel<F: Float>(
         let k = e % comptime![half + 1];
         if e < comptime![cfg.frame.rows * (half + 1)] {
             let spectra = split_spectra::<F>(&s_re, &s_im, r, k, frame);
-            let (pr, pi, qr, qi) = spectra;
             let mut cp = F::new(0.0);
             let mut ct = F::new(0.0);
             if first + r < total {
-                let (pp, qq) = (pr * pr + pi * pi, qr * qr + qi * qi);
-                let mp = magnitude_of::<F>(pp, eps, comptime![cfg.frame.magnitude]);
-                let mt = magnitude_of::<F>(qq, eps, comptime![cfg.frame.magnitude]);
-                let diff = mp - mt;
+                let (pp, qq, mt, diff) = bin_magnitudes::<F>(spectra, eps, cfg);
                 let dd = distance_slope::<F>(diff, cfg);
                 // s1 = Σ (mt − mp)², s2 = Σ mt².
                 let gp = g0 * dd + g1 * F::new(2.0) * diff;
