@@ -1,6 +1,8 @@
 //! `Autodiff<CubeBackend>`: the fused spectral kernels, each with a custom `Backward` that
 //! launches its fused backward kernels (per-(frame, offset) gradients from an on-chip inverse
-//! FFT, then a gather of every covering frame's contribution into each sample).
+//! FFT, then a gather of every covering frame's contribution into each sample). The loss's
+//! forward does that work itself where it can (no spectral-convergence term, and the gradients it
+//! will be asked for known from the inputs' requirements), and its backward scales the result.
 
 use burn::backend::autodiff::checkpoint::{base::Checkpointer, strategy::CheckpointStrategy};
 use burn::backend::autodiff::grads::Gradients;

@@ -13,7 +13,10 @@
 //! bins' complex coefficients; their Hermitian extensions packed as one complex spectrum make one
 //! on-chip inverse FFT per frame pair, whose real and imaginary parts are the two frames'
 //! gradients; the overlap-add gather of [`super::backward`] sums every covering frame into each
-//! sample.
+//! sample. Without the spectral-convergence term the coefficients need only the loss's constant
+//! factor: where a gradient will be asked for, the forward kernel does that work on the spectra it
+//! has, for g = 1 ([`loss_forward`]'s `unit_grads`), and the backward only scales the result by g;
+//! otherwise [`loss_backward_kernel`] computes the spectra again.
 
 use burn_cubecl::{kernel::into_contiguous, tensor::CubeTensor, CubeRuntime, FloatElement};
 use cubecl::{prelude::*, CubeCount, CubeDim};
