@@ -357,6 +357,47 @@ where
     }
 }
 
+/// A batch whose frames' gradients exceed one launch's scratch (64 MiB: 6 signals × 3073 frames of
+/// 1024 floats at H = 1 are 75 MiB, so the fused loss runs in two chunks of signals, its partial
+/// sums at an offset in the second) gives what its signals give one at a time: with the mean
+/// reduction, the batch's loss is the mean of the signals' losses and each signal's gradient is
+/// its own loss's over the batch size. In f32 the sums differ only in order: [`LOSS_F32_REL`],
+/// [`GRAD_F32_REL`].
+fn check_fused_chunks_agree<B: Backend>(device: &B::Device)
+where
+    Autodiff<B>: SpectralOps<Device = B::Device>,
+{
+    let (signals, t) = (6, 4096);
+    let cfg = SpectralLossConfig::new(1024, 1);
+    let pred = round_to_backend::<B>(&normals(91, signals * t), device);
+    let target = round_to_backend::<B>(&normals(92, signals * t), device);
+    let (loss, gp, gt) =
+        run_with::<B>(&cfg, KernelChoice::Fused, Some(Reduction::Mean), 1.0, &pred, &target, signals, t, device);
+    let mut mean = 0.0;
+    for i in 0..signals {
+        let part = |v: &[f64]| v[i * t..(i + 1) * t].to_vec();
+        let (l, p1, t1) = run_with::<B>(
+            &cfg,
+            KernelChoice::Fused,
+            Some(Reduction::Mean),
+            1.0,
+            &part(&pred),
+            &part(&target),
+            1,
+            t,
+            device,
+        );
+        mean += l / signals as f64;
+        for (name, batch, alone) in [("pred", part(&gp), p1), ("target", part(&gt), t1)] {
+            let alone: Vec<f64> = alone.iter().map(|g| g / signals as f64).collect();
+            let err = rel_rms_real(&batch, &alone);
+            assert!(err <= GRAD_F32_REL, "signal {i}: {name}'s gradient in the batch off by {err:e}");
+        }
+    }
+    let err = (loss - mean).abs() / mean.abs();
+    assert!(err <= LOSS_F32_REL, "batch loss {loss} against the signals' mean {mean}: {err:e}");
+}
+
 /// With H < W, the fused backward's gradient at samples covered by ≥ 2 frames equals the f64
 /// reference gradient (itself checked against finite differences in `spectral`), and is far
 /// from what an overwriting backward (the last covering frame alone) would give.
@@ -442,6 +483,7 @@ on_cubecl!(check_fused_deterministic);
 on_cubecl!(check_fused_one_gradient_is_the_same);
 on_cubecl!(check_fused_accumulates_overlaps);
 on_cubecl!(check_fused_upstream_gradient);
+on_cubecl!(check_fused_chunks_agree);
 
 /// `KernelChoice::Fused` where the fused kernels cannot run is a clear error; `Auto` takes the
 /// reference path there instead.
