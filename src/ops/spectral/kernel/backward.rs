@@ -147,9 +147,7 @@ pub fn backward<R: CubeRuntime, F: FloatElement>(
     let chunk = signal_chunk::<F>(signals, all.frames, win, t);
     let grad_x = empty::<R, F>(&x, vec![signals, t]);
     let grad_frames = empty::<R, F>(&x, vec![chunk * all.frames, win]);
-    let mut start = 0;
-    while start < signals {
-        let range = all.signals(start, chunk.min(signals - start));
+    for range in all.chunks(chunk) {
         stft_backward_kernel::launch::<F, R>(
             &client,
             grid(range.total.div_ceil(cfg.rows)),
@@ -163,7 +161,6 @@ pub fn backward<R: CubeRuntime, F: FloatElement>(
             cfg,
         );
         overlap_add::<R, F>(&grad_frames, &grad_x, &range);
-        start += chunk;
     }
     grad_x
 }

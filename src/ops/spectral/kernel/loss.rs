@@ -516,8 +516,7 @@ pub fn loss_forward<R: CubeRuntime, F: FloatElement>(
     let LossLaunch { pred, target, client, cfg, all } = LossLaunch::new::<F>(pred, target, tables, &p, grads);
     let (signals, t, win) = (all.total / all.frames, all.t_len, tables.win());
     let chunk = signal_chunk::<F>(signals, all.frames, win, t);
-    let ranges: Vec<FrameRange> =
-        (0..signals).step_by(chunk.max(1)).map(|s| all.signals(s, chunk.min(signals - s))).collect();
+    let ranges: Vec<FrameRange> = all.chunks(chunk).collect();
     let cubes_of = |r: &FrameRange| r.total.div_ceil(cfg.frame.rows).max(1);
     let cubes: usize = ranges.iter().map(cubes_of).sum::<usize>().max(1);
     let max_units = client.properties().hardware.max_units_per_cube as usize;
@@ -617,9 +616,7 @@ pub fn loss_backward<R: CubeRuntime, F: FloatElement>(
     let both = grads.0 && grads.1;
     let (grad_a, frames_a) = (grad(), frames());
     let (grad_b, frames_b) = if both { (Some(grad()), frames()) } else { (None, grad_a.clone()) };
-    let mut start = 0;
-    while start < signals {
-        let range = all.signals(start, chunk.min(signals - start));
+    for range in all.chunks(chunk) {
         loss_backward_kernel::launch::<F, R>(
             &client,
             grid(range.total.div_ceil(cfg.frame.rows)),
@@ -637,7 +634,6 @@ pub fn loss_backward<R: CubeRuntime, F: FloatElement>(
         if let Some(grad_b) = &grad_b {
             overlap_add::<R, F>(&frames_b, grad_b, &range);
         }
-        start += chunk;
     }
     match grads {
         (true, true) => (Some(grad_a), grad_b),

@@ -123,6 +123,12 @@ impl FrameRange {
         FrameRange { offset: start * self.frames, total: count * self.frames, ..self }
     }
 
+    /// The launches of a range of every signal, `chunk` signals each (the last takes the rest).
+    pub fn chunks(self, chunk: usize) -> impl Iterator<Item = FrameRange> {
+        let signals = self.total / self.frames;
+        (0..signals).step_by(chunk.max(1)).map(move |start| self.signals(start, chunk.min(signals - start)))
+    }
+
     /// As a kernel argument.
     pub fn arg<R: Runtime>(&self) -> FramingLaunch<R> {
         FramingLaunch::new(
