@@ -357,18 +357,31 @@ where
     }
 }
 
-/// A batch whose frames' gradients exceed one launch's scratch (64 MiB: 6 signals × 3073 frames of
-/// 1024 floats at H = 1 are 75 MiB, so the fused loss runs in two chunks of signals, its partial
-/// sums at an offset in the second) gives what its signals give one at a time: with the mean
-/// reduction, the batch's loss is the mean of the signals' losses and each signal's gradient is
-/// its own loss's over the batch size. In f32 the sums differ only in order: [`LOSS_F32_REL`],
-/// [`GRAD_F32_REL`].
+/// A batch gives what its signals give one at a time, where the two take different paths: with
+/// the mean reduction, the batch's loss is the mean of the signals' losses and each signal's
+/// gradient is its own loss's over the batch size. In f32 the sums differ only in order:
+/// [`LOSS_F32_REL`], [`GRAD_F32_REL`]. The paths:
+/// - H = 1: the batch's frame gradients exceed one launch's scratch (64 MiB: 6 signals × 3073
+///   frames of 1024 floats are 75 MiB), so the fused loss runs in two chunks of signals, its
+///   partial sums at an offset in the second; a signal alone (12.6 MB) is one chunk.
+/// - H = 4: the batch is one chunk of 18.9 MB, whose frames the forward sums into the samples; a
+///   signal alone (3.1 MB, under `DEFERRED_FRAMES_BYTES`) leaves them to the backward, which sums
+///   and scales them in one launch.
 fn check_fused_chunks_agree<B: Backend>(device: &B::Device)
 where
     Autodiff<B>: SpectralOps<Device = B::Device>,
 {
+    for hop in [1, 4] {
+        chunks_agree::<B>(hop, device);
+    }
+}
+
+fn chunks_agree<B: Backend>(hop: usize, device: &B::Device)
+where
+    Autodiff<B>: SpectralOps<Device = B::Device>,
+{
     let (signals, t) = (6, 4096);
-    let cfg = SpectralLossConfig::new(1024, 1);
+    let cfg = SpectralLossConfig::new(1024, hop);
     let pred = round_to_backend::<B>(&normals(91, signals * t), device);
     let target = round_to_backend::<B>(&normals(92, signals * t), device);
     let (loss, gp, gt) =
@@ -391,11 +404,11 @@ where
         for (name, batch, alone) in [("pred", part(&gp), p1), ("target", part(&gt), t1)] {
             let alone: Vec<f64> = alone.iter().map(|g| g / signals as f64).collect();
             let err = rel_rms_real(&batch, &alone);
-            assert!(err <= GRAD_F32_REL, "signal {i}: {name}'s gradient in the batch off by {err:e}");
+            assert!(err <= GRAD_F32_REL, "H={hop}, signal {i}: {name}'s gradient in the batch off by {err:e}");
         }
     }
     let err = (loss - mean).abs() / mean.abs();
-    assert!(err <= LOSS_F32_REL, "batch loss {loss} against the signals' mean {mean}: {err:e}");
+    assert!(err <= LOSS_F32_REL, "H={hop}: batch loss {loss} against the signals' mean {mean}: {err:e}");
 }
 
 /// With H < W, the fused backward's gradient at samples covered by ≥ 2 frames equals the f64

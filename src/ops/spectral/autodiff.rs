@@ -65,6 +65,7 @@ struct LossState<R: CubeRuntime> {
     tables: kernel::Tables<R>,
     params: LossParams,
     unit_grads: [Option<CubeTensor<R>>; 2],
+    frames: Option<kernel::FrameRange>,
 }
 
 impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> Backward<CubeBackend<R, F, I, BT>, 2>
@@ -82,10 +83,12 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> Backward<C
         let wants = (node_p.is_some(), node_t.is_some());
         let computed = (s.unit_grads[0].is_some(), s.unit_grads[1].is_some());
         let (gp, gt) = if computed == wants {
-            // ∂L/∂x = g · ∂loss/∂x: the loss gradient `[1]` broadcast over the forward's gradients.
+            // ∂L/∂x = g · ∂loss/∂x: the loss gradient `[1]` times the forward's gradients (in
+            // their overlap-add where the forward left them as frames, else broadcast).
             type B<R, F, I, BT> = CubeBackend<R, F, I, BT>;
-            let g = B::<R, F, I, BT>::float_reshape(grad_loss, Shape::new([1, 1]));
-            let [a, b] = s.unit_grads.map(|unit| unit.map(|u| B::<R, F, I, BT>::float_mul(u, g.clone())));
+            let [a, b] = kernel::finish_unit_grads::<R, F>(s.unit_grads, s.frames, grad_loss, |u, g| {
+                B::<R, F, I, BT>::float_mul(u, B::<R, F, I, BT>::float_reshape(g, Shape::new([1, 1])))
+            });
             (a, b)
         } else {
             kernel::loss_backward::<R, F>(grad_loss, s.sums, s.pred, s.target, &s.tables, s.params, wants)
@@ -146,8 +149,15 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement, C: Checkpo
         let wants = (!inputs[0].node.requirement.is_none(), !inputs[1].node.requirement.is_none());
         let loss = record_fused::<CubeBackend<R, F, I, BT>, C, _, 2>(FusedLossBackward, inputs, |[pred, target]| {
             let out = kernel::loss_forward::<R, F>(pred.clone(), target.clone(), &tables, params, wants);
-            let state =
-                LossState { pred, target, sums: out.sums, tables: tables.clone(), params, unit_grads: out.unit_grads };
+            let state = LossState {
+                pred,
+                target,
+                sums: out.sums,
+                tables: tables.clone(),
+                params,
+                unit_grads: out.unit_grads,
+                frames: out.frames,
+            };
             (out.loss, state)
         });
         Ok(Tensor::from_primitive(TensorPrimitive::Float(loss)))

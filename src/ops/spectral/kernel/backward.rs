@@ -95,6 +95,7 @@ pub(crate) fn stft_backward_kernel<F: Float>(
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn overlap_add_kernel<F: Float>(
     grad_frames: &Array<F>,
+    scale: &Array<F>,
     grad_x: &mut Array<F>,
     samples: u32,
     first_signal: u32,
@@ -104,6 +105,7 @@ pub(crate) fn overlap_add_kernel<F: Float>(
     by_t_len: &FastDiv,
     by_hop: &FastDiv,
     #[comptime] win: usize,
+    #[comptime] scaled: bool,
 ) {
     let i = (CUBE_POS * CUBE_DIM_X as usize + UNIT_POS_X as usize) as u32;
     if i >= samples {
@@ -123,6 +125,10 @@ pub(crate) fn overlap_add_kernel<F: Float>(
     while f <= hi {
         sum += grad_frames[((s * frames + f) as usize) * win + (pos - f * hop) as usize];
         f += 1;
+    }
+    if comptime![scaled] {
+        // The sum first, then the product: the bits of the sum scaled as a tensor would be.
+        sum *= scale[0];
     }
     grad_x[first_signal as usize * t_len as usize + i as usize] = sum;
 }
@@ -160,7 +166,7 @@ pub fn backward<R: CubeRuntime, F: FloatElement>(
             range.arg(),
             cfg,
         );
-        overlap_add::<R, F>(&grad_frames, &grad_x, &range);
+        overlap_add::<R, F>(&grad_frames, None, &grad_x, &range);
     }
     grad_x
 }
@@ -175,9 +181,11 @@ pub(crate) fn signal_chunk<F: FloatElement>(signals: usize, frames: usize, win: 
 }
 
 /// Launches the overlap-add gather: the per-frame gradients `[range.total, W]` of the signals
-/// `range` covers into their rows of `grad_x` `[signals, T]`.
+/// `range` covers into their rows of `grad_x` `[signals, T]`, each sum times `scale[0]` where a
+/// scale `[1]` is given (the loss's gradient, for gradients the forward left as frames).
 pub(crate) fn overlap_add<R: CubeRuntime, F: FloatElement>(
     grad_frames: &CubeTensor<R>,
+    scale: Option<&CubeTensor<R>>,
     grad_x: &CubeTensor<R>,
     range: &FrameRange,
 ) {
@@ -192,6 +200,8 @@ pub(crate) fn overlap_add<R: CubeRuntime, F: FloatElement>(
         grid(samples.div_ceil(block)),
         CubeDim::new_1d(block as u32),
         grad_frames.clone().into_array_arg(),
+        // Unscaled, the frames stand in for the scale, which the kernel does not read.
+        scale.unwrap_or(grad_frames).clone().into_array_arg(),
         grad_x.clone().into_array_arg(),
         samples as u32,
         (range.offset / range.frames) as u32,
@@ -201,5 +211,6 @@ pub(crate) fn overlap_add<R: CubeRuntime, F: FloatElement>(
         FastDiv::new(range.t_len as u32).arg(),
         FastDiv::new(hop as u32).arg(),
         grad_frames.meta.shape()[1],
+        scale.is_some(),
     );
 }

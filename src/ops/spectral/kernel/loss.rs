@@ -489,8 +489,40 @@ pub struct LossForward<R: CubeRuntime> {
     pub loss: CubeTensor<R>,
     /// `(s0, s1, s2)`, `[3]`.
     pub sums: CubeTensor<R>,
-    /// `∂loss/∂pred` and `∂loss/∂target`, those asked for and computed in the forward.
+    /// `∂loss/∂pred` and `∂loss/∂target`, those asked for and computed in the forward: `[signals,
+    /// T]` each, or, where `frames` is given, the per-frame gradients `[frames, W]` of that range
+    /// that [`finish_unit_grads`] sums into the samples.
     pub unit_grads: [Option<CubeTensor<R>>; 2],
+    /// The frames the unit gradients are left as (the overlap-add deferred to the backward).
+    pub frames: Option<FrameRange>,
+}
+
+/// Per-frame gradients of at most this many bytes (each) are left to the backward, whose
+/// overlap-add then applies the loss's gradient in the same launch: one launch and one allocation
+/// fewer per call, which is what a small call's time goes to. Above, the forward sums them into
+/// the samples (`W / H` times smaller than the frames) before its result is held for the backward.
+pub(crate) const DEFERRED_FRAMES_BYTES: usize = 8 << 20;
+
+/// The backward of unit gradients from [`loss_forward`]: each times the loss gradient `g` (`[1]`).
+/// Left as frames, they are summed into the samples and scaled in one launch; summed already,
+/// they are scaled by `scale`, the caller's broadcast product.
+pub(crate) fn finish_unit_grads<R: CubeRuntime, F: FloatElement>(
+    unit_grads: [Option<CubeTensor<R>>; 2],
+    frames: Option<FrameRange>,
+    g: CubeTensor<R>,
+    scale: impl Fn(CubeTensor<R>, CubeTensor<R>) -> CubeTensor<R>,
+) -> [Option<CubeTensor<R>>; 2] {
+    let g = into_contiguous(g);
+    unit_grads.map(|unit| {
+        unit.map(|unit| match frames {
+            Some(range) => {
+                let grad = empty::<R, F>(&unit, vec![range.total / range.frames, range.t_len]);
+                overlap_add::<R, F>(&unit, Some(&g), &grad, &range);
+                grad
+            }
+            None => scale(unit, g.clone()),
+        })
+    })
 }
 
 /// Whether [`loss_forward`] computes the gradients `grads` asks for in its pass: a loss without the
@@ -525,6 +557,44 @@ pub fn loss_forward<R: CubeRuntime, F: FloatElement>(
     // allocation is one more request to the device thread, which is what a small call's time goes
     // to); the frames' scratch is apart, released after the last chunk.
     let both = grads.0 && grads.1;
+    let frame_dims = [chunk * all.frames, win];
+    let defer = (grads.0 || grads.1)
+        && ranges.len() == 1
+        && chunk * all.frames * win * core::mem::size_of::<F>() <= DEFERRED_FRAMES_BYTES;
+    if defer {
+        // The frames are the result: in the one allocation, and no overlap-add here.
+        let (partials, sums, loss, frames_a, frames_b) = if both {
+            let [p, s, l, a, b] = empties::<R, F, 5>(&pred, [&[cubes, 3], &[3], &[1], &frame_dims, &frame_dims]);
+            (p, s, l, a, Some(b))
+        } else {
+            let [p, s, l, a] = empties::<R, F, 4>(&pred, [&[cubes, 3], &[3], &[1], &frame_dims]);
+            (p, s, l, a, None)
+        };
+        let range = ranges[0];
+        loss_forward_kernel::launch::<F, R>(
+            &client,
+            grid(cubes_of(&range)),
+            CubeDim::new_1d(cfg.frame.threads as u32),
+            PairLaunch::new(pred.clone().into_array_arg(), target.clone().into_array_arg()),
+            tables.arg::<F>(),
+            partials.clone().into_array_arg(),
+            PairLaunch::new(
+                frames_a.clone().into_array_arg(),
+                frames_b.as_ref().unwrap_or(&frames_a).clone().into_array_arg(),
+            ),
+            p.scalars::<R, F>(),
+            0,
+            range.arg(),
+            cfg,
+        );
+        finish::<R, F>(&client, finish_threads, partials, &sums, &loss, &p, cfg);
+        let unit_grads = match grads {
+            (true, true) => [Some(frames_a), frames_b],
+            (true, false) => [Some(frames_a), None],
+            _ => [None, Some(frames_a)],
+        };
+        return LossForward { loss, sums, unit_grads, frames: Some(range) };
+    }
     let (partials, sums, loss, unit_a, unit_b) = if both {
         let [p, s, l, a, b] = empties::<R, F, 5>(&pred, [&[cubes, 3], &[3], &[1], &[signals, t], &[signals, t]]);
         (p, s, l, Some(a), Some(b))
@@ -535,7 +605,7 @@ pub fn loss_forward<R: CubeRuntime, F: FloatElement>(
         let [p, s, l] = empties::<R, F, 3>(&pred, [&[cubes, 3], &[3], &[1]]);
         (p, s, l, None, None)
     };
-    let scratch = || empty::<R, F>(&pred, vec![chunk * all.frames, win]);
+    let scratch = || empty::<R, F>(&pred, frame_dims.to_vec());
     // Without gradients the kernel writes no frames: the partials stand for both buffers. With one
     // gradient its frames are in the first buffer and the second is not touched.
     let (frames_a, frames_b) = match (grads.0 || grads.1, both) {
@@ -562,31 +632,44 @@ pub fn loss_forward<R: CubeRuntime, F: FloatElement>(
             cfg,
         );
         if let Some(unit_a) = &unit_a {
-            overlap_add::<R, F>(&frames_a, unit_a, range);
+            overlap_add::<R, F>(&frames_a, None, unit_a, range);
         }
         if let Some(unit_b) = &unit_b {
-            overlap_add::<R, F>(&frames_b, unit_b, range);
+            overlap_add::<R, F>(&frames_b, None, unit_b, range);
         }
         first_partial += cubes_of(range);
     }
-    loss_finish_kernel::launch::<F, R>(
-        &client,
-        CubeCount::Static(1, 1, 1),
-        CubeDim::new_1d(finish_threads as u32),
-        partials.into_array_arg(),
-        sums.clone().into_array_arg(),
-        loss.clone().into_array_arg(),
-        p.scalars::<R, F>(),
-        finish_threads,
-        cfg.spectral_convergence,
-    );
+    finish::<R, F>(&client, finish_threads, partials, &sums, &loss, &p, cfg);
     let unit_grads = match grads {
         (true, true) => [unit_a, unit_b],
         (true, false) => [unit_a, None],
         (false, true) => [None, unit_a],
         (false, false) => [None, None],
     };
-    LossForward { loss, sums, unit_grads }
+    LossForward { loss, sums, unit_grads, frames: None }
+}
+
+/// Launches the one-cube reduction of the forward's per-cube `partials` into `sums` and `loss`.
+fn finish<R: CubeRuntime, F: FloatElement>(
+    client: &ComputeClient<R>,
+    threads: usize,
+    partials: CubeTensor<R>,
+    sums: &CubeTensor<R>,
+    loss: &CubeTensor<R>,
+    p: &LossParams,
+    cfg: LossConfig,
+) {
+    loss_finish_kernel::launch::<F, R>(
+        client,
+        CubeCount::Static(1, 1, 1),
+        CubeDim::new_1d(threads as u32),
+        partials.into_array_arg(),
+        sums.clone().into_array_arg(),
+        loss.clone().into_array_arg(),
+        p.scalars::<R, F>(),
+        threads,
+        cfg.spectral_convergence,
+    );
 }
 
 /// The fused loss's backward: the loss gradient `[1]`, the forward's `sums` and inputs → the
@@ -630,9 +713,9 @@ pub fn loss_backward<R: CubeRuntime, F: FloatElement>(
             range.arg(),
             cfg,
         );
-        overlap_add::<R, F>(&frames_a, &grad_a, &range);
+        overlap_add::<R, F>(&frames_a, None, &grad_a, &range);
         if let Some(grad_b) = &grad_b {
-            overlap_add::<R, F>(&frames_b, grad_b, &range);
+            overlap_add::<R, F>(&frames_b, None, grad_b, &range);
         }
     }
     match grads {

@@ -31,6 +31,7 @@ mod loss;
 
 pub use backward::backward;
 pub use forward::magnitudes;
+pub(crate) use loss::finish_unit_grads;
 pub use loss::{loss_backward, loss_forward, loss_supported};
 
 use burn_cubecl::{kernel::into_contiguous, tensor::CubeTensor, CubeRuntime, FloatElement};
