@@ -14,6 +14,10 @@
 //! `y[n] = Σ_k h[k] · x[n − k]` with `x` zero outside `0…L−1` (causal: output `n = 0…L−1`), or all
 //! `L + K − 1` outputs ([`ConvOutput::Full`]), or indices mod L ([`ConvOutput::Circular`]).
 //!
+//! The op is [`ButterflyOps::butterfly_conv`]: on wgpu and CUDA without autodiff (inference) two
+//! fused launches, elsewhere (and under autodiff, where the gradient is recorded) the tensor-op
+//! reference of [`crate::ops::fft_conv`].
+//!
 //! Where the FFT comes from is [`FftSource`]: the exact FFT or a shipped checkpoint, both frozen
 //! (no gradient, never updated by an optimiser), or a learnable butterfly started at the exact FFT.
 
@@ -27,7 +31,6 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 use crate::nn::butterfly::{exact_fft, Butterfly};
 use crate::ops::ButterflyOps;
-use crate::tensors::full;
 
 /// Where an [`FftConv1d`]'s FFT comes from.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -189,15 +192,6 @@ impl<B: ButterflyOps> FftConv1d<B> {
         }
     }
 
-    /// `[.., L]` zero-padded on the right to N.
-    fn pad(&self, x: Tensor<B, 3>) -> Tensor<B, 3> {
-        let [b, c, l] = x.dims();
-        if l == self.n {
-            return x;
-        }
-        Tensor::cat(vec![x.clone(), full::<B, 3>([b, c, self.n - l], 0.0, &x.device())], 2)
-    }
-
     /// Applies the convolution.
     ///
     /// # Shapes
@@ -215,21 +209,17 @@ impl<B: ButterflyOps> FftConv1d<B> {
                 format!("[{batch}, {channels}, {length}]"),
             ));
         }
-        let n = self.n;
-        let scale = (n as f64).sqrt();
-        let (xr, xi) = self.fft.forward_real(self.pad(x))?;
-        let h = self.pad(self.weight.val().unsqueeze_dim::<3>(0));
-        let (hr, hi) = self.fft.forward_real(h)?;
-        let (hr, hi) = (hr.mul_scalar(scale), hi.mul_scalar(scale));
-        // Z = X ⊙ H, then y = conj(F conj(Z)): the real part of F applied to conj(Z).
-        let zr = xr.clone() * hr.clone() - xi.clone() * hi.clone();
-        let zi = xr * hi + xi * hr;
-        let (yr, _) = self.fft.forward(zr, zi.neg())?;
-        let out = self.output_length();
-        let mut y = if out == n { yr } else { yr.narrow(2, 0, out) };
-        if let Some(bias) = &self.bias {
-            y = y + bias.val().reshape([1, channels, 1]);
-        }
-        Ok(y)
+        // Fused on CubeCL backends without autodiff, the tensor-op reference (with its autodiff
+        // gradient) elsewhere: `ButterflyOps::butterfly_conv`.
+        Ok(B::butterfly_conv(
+            x,
+            self.weight.val(),
+            self.bias.as_ref().map(|b| b.val()),
+            self.fft.twiddle_re.val(),
+            self.fft.twiddle_im.val(),
+            self.fft.permutation(),
+            self.n,
+            self.output_length(),
+        ))
     }
 }

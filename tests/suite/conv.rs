@@ -308,3 +308,54 @@ fn conv_and_psd_bad_input_give_clear_errors() {
     let overlap = msg(welch_psd(Tensor::<Bk, 2>::zeros([1, 100], &device), 32, 32, Window::Hann).expect_err("refused"));
     assert!(overlap.contains("overlap") && overlap.contains("32"), "{overlap}");
 }
+
+/// The fused convolution (CubeCL backends without autodiff) equals the tensor-op reference on
+/// the same backend, within [`CONV_REL_F32`] (both in f32, the butterflies' products in other
+/// orders): Haar-random butterflies (not only the DFT) with each kind of input order (bit
+/// reversal, identity, a gather), with and without a bias, N = 2 … 4096 (the largest a 32 KiB
+/// cube holds in f32, where each thread steps over 8 blocks per stage), signals and taps shorter
+/// than N, causal, full and circular output lengths.
+fn fused_conv_matches_reference<B: ButterflyOps>(device: &B::Device) {
+    use learned_fft::ops::fft_conv::fft_conv_reference;
+    use learned_fft::{ButterflyInit, Permutation};
+    let cases = [
+        // (n, l, k, out_len, channels, batch, order, bias)
+        (2, 2, 1, 2, 1, 1, 0, true),
+        (8, 5, 3, 7, 2, 3, 1, false),
+        (64, 64, 16, 64, 3, 2, 2, true),
+        (256, 200, 50, 200, 2, 2, 0, true),
+        (1024, 700, 300, 999, 1, 2, 2, false),
+        (4096, 2048, 64, 2048, 2, 2, 0, true),
+    ];
+    for (case, (n, l, k, out, channels, batch, order, with_bias)) in cases.into_iter().enumerate() {
+        let perm = match order {
+            0 => Permutation::BitReversal,
+            1 => Permutation::Identity,
+            _ => Permutation::gather(shuffled(n, case as u64)).unwrap(),
+        };
+        assert!(B::butterfly_conv_is_fused(n, device), "N={n}: the fused convolution does not run");
+        let (tw_re, tw_im) = ButterflyInit::RandomUnitary { seed: 40 + case as u64 }.twiddles(n);
+        let shape = [n.trailing_zeros() as usize, n / 2, 2, 2];
+        let tw = |v: Vec<f64>| learned_fft::float_tensor::<B, 4>(v, shape, device);
+        let (tw_re, tw_im) = (tw(tw_re), tw(tw_im));
+        let seed = 1000 + 10 * case as u64;
+        let x = tensor2::<B>(&normals(seed, batch * channels * l), batch * channels, l, device)
+            .reshape([batch, channels, l]);
+        let h = tensor2::<B>(&normals(seed + 1, channels * k), channels, k, device);
+        let bias =
+            with_bias.then(|| learned_fft::float_tensor::<B, 1>(normals(seed + 2, channels), [channels], device));
+        let run = |fused: bool| {
+            let args = (x.clone(), h.clone(), bias.clone(), tw_re.clone(), tw_im.clone());
+            host(if fused {
+                B::butterfly_conv(args.0, args.1, args.2, args.3, args.4, &perm, n, out)
+            } else {
+                fft_conv_reference(args.0, args.1, args.2, args.3, args.4, &perm, n, out)
+            })
+        };
+        let (got, want) = (run(true), run(false));
+        assert_eq!(got.len(), batch * channels * out, "N={n}: output length");
+        let err = rel_rms_real(&got, &want);
+        assert!(err <= CONV_REL_F32, "N={n} L={l} K={k} out={out} order {order} bias {with_bias}: rel RMS {err:e}");
+    }
+}
+on_cubecl!(fused_conv_matches_reference);

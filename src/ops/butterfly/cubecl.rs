@@ -6,6 +6,7 @@ use burn_cubecl::{element::BoolElement, CubeBackend, CubeRuntime, FloatElement, 
 use super::kernel::InputOrder;
 use super::{butterfly_forward_reference, butterfly_tangent_reference, kernel, ButterflyOps, Permutation, Tangent};
 use crate::ops::cubecl::split_packed;
+use crate::ops::fft_conv::{self, fft_conv_reference};
 
 impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> ButterflyOps for CubeBackend<R, F, I, BT> {
     fn butterfly(
@@ -63,5 +64,36 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> ButterflyO
 
     fn butterfly_tangent_is_fused(n: usize, device: &Self::Device) -> bool {
         kernel::tangent_supported::<R, F>(n, device)
+    }
+
+    fn butterfly_conv(
+        x: Tensor<Self, 3>,
+        weight: Tensor<Self, 2>,
+        bias: Option<Tensor<Self, 1>>,
+        tw_re: Tensor<Self, 4>,
+        tw_im: Tensor<Self, 4>,
+        perm: &Permutation,
+        n: usize,
+        out_len: usize,
+    ) -> Tensor<Self, 3> {
+        if !Self::butterfly_conv_is_fused(n, &x.device()) {
+            return fft_conv_reference(x, weight, bias, tw_re, tw_im, perm, n, out_len);
+        }
+        let x = x.into_primitive().tensor();
+        let order = InputOrder::new(perm, n, &x);
+        let y = fft_conv::kernel::fft_conv::<R, F>(
+            x,
+            weight.into_primitive().tensor(),
+            bias.map(|b| b.into_primitive().tensor()),
+            (tw_re.into_primitive().tensor(), tw_im.into_primitive().tensor()),
+            &order,
+            n,
+            out_len,
+        );
+        Tensor::from_primitive(TensorPrimitive::Float(y))
+    }
+
+    fn butterfly_conv_is_fused(n: usize, device: &Self::Device) -> bool {
+        fft_conv::kernel::conv_supported::<R, F>(n, device)
     }
 }

@@ -80,4 +80,30 @@ pub trait ButterflyOps: Backend {
     fn butterfly_tangent_is_fused(_n: usize, _device: &Self::Device) -> bool {
         false
     }
+
+    /// The FFT convolution of [`crate::ops::fft_conv`] through this butterfly: `x` `[batch,
+    /// channels, L]` with the taps `weight` `[channels, K]` and `bias` `[channels]`, zero-padded to
+    /// `n` → `[batch, channels, out_len]`. Default: the tensor-op reference
+    /// ([`fft_conv_reference`](crate::ops::fft_conv::fft_conv_reference)), whose gradient comes
+    /// from Burn's autodiff; CubeCL backends without autodiff run it fused (two launches). The
+    /// caller checks the shapes (`L, K, out_len ≤ n`, `tw_*` of size `n`).
+    #[allow(clippy::too_many_arguments)]
+    fn butterfly_conv(
+        x: Tensor<Self, 3>,
+        weight: Tensor<Self, 2>,
+        bias: Option<Tensor<Self, 1>>,
+        tw_re: Tensor<Self, 4>,
+        tw_im: Tensor<Self, 4>,
+        perm: &Permutation,
+        n: usize,
+        out_len: usize,
+    ) -> Tensor<Self, 3> {
+        crate::ops::fft_conv::fft_conv_reference(x, weight, bias, tw_re, tw_im, perm, n, out_len)
+    }
+
+    /// Whether [`butterfly_conv`](Self::butterfly_conv) takes the fused kernels for size `n` on
+    /// `device` (false for the reference backends and under `Autodiff`).
+    fn butterfly_conv_is_fused(_n: usize, _device: &Self::Device) -> bool {
+        false
+    }
 }
