@@ -76,7 +76,20 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> ButterflyO
         n: usize,
         out_len: usize,
     ) -> Tensor<Self, 3> {
-        if !Self::butterfly_conv_is_fused(n, &x.device()) {
+        // The kernels index by these shapes unchecked: anything inconsistent takes the reference,
+        // whose tensor ops check their operands.
+        let [_, channels, length] = x.dims();
+        let [taps_channels, taps] = weight.dims();
+        let tw_shape = [n.trailing_zeros() as usize, n / 2, 2, 2];
+        let consistent = channels == taps_channels
+            && length <= n
+            && taps <= n
+            && out_len <= n
+            && tw_re.dims() == tw_shape
+            && tw_im.dims() == tw_shape
+            && bias.as_ref().is_none_or(|b| b.dims() == [channels])
+            && !matches!(perm, Permutation::Gather(g) if g.len() != n);
+        if !consistent || !Self::butterfly_conv_is_fused(n, &x.device()) {
             return fft_conv_reference(x, weight, bias, tw_re, tw_im, perm, n, out_len);
         }
         let x = x.into_primitive().tensor();
