@@ -50,11 +50,16 @@ pub(crate) const LOG_GROUP_VAR: &str = "LEARNED_FFT_RADIX_LOG_GROUP";
 /// register arrays are slower than the shared-memory forward, 8 elements in groups of 3 (401 →
 /// 724 at N = 256, 452 → 593 at 1024, 333 → 481 at 4096). A second run checked N = 64 (16
 /// elements in groups of 4: 1385, against 1165 with 8), 512 (the four candidates within 4 % of
-/// each other) and 2048 (16 and 32 elements within 3 %, 8 elements 9 % slower).
+/// each other) and 2048 (16 and 32 elements within 3 %, 8 elements 9 % slower). On an H100
+/// (CUDA, 2026-11-27, two runs) N = 4096 is faster in groups of 3 stages than of 2: forward
+/// 880 → 942 GB/s at 512 MiB and 870–887 → 893–918 GB/s at 256 MiB, fwd+bwd back to back
+/// 5.48 → 5.34 ms (batch 16384) and 2.90 → 2.81 ms (8192); the other sizes kept their choice
+/// (N = 256: all seven candidates within 4 % fwd+bwd).
 pub(crate) fn default_log_elems(runtime: &str, n: usize) -> Option<(usize, usize)> {
     match (runtime, n) {
         ("cuda", ..=64) => Some((4, 4)),
         ("cuda", 1024..=2048) => Some((5, 4)),
+        ("cuda", 4096) => Some((5, 3)),
         ("cuda", _) => Some((5, 2)),
         _ => Some((3, 3)),
     }
