@@ -16,7 +16,7 @@
 //!
 //! The op is [`ButterflyOps::butterfly_conv`]: on wgpu and CUDA without autodiff (inference) two
 //! fused launches, elsewhere (and under autodiff, where the gradient is recorded) the tensor-op
-//! reference of [`crate::ops::fft_conv`].
+//! reference ([`crate::ops::butterfly::fft_conv_reference`]).
 //!
 //! Where the FFT comes from is [`FftSource`]: the exact FFT or a shipped checkpoint, both frozen
 //! (no gradient, never updated by an optimiser), or a learnable butterfly started at the exact FFT.

@@ -1,4 +1,4 @@
-//! Backend ops, one vertical slice per op: [`butterfly`], [`fft_conv`] and [`spectral`]. Each slice holds its
+//! Backend ops, one vertical slice per op: [`butterfly`] and [`spectral`]. Each slice holds its
 //! backend-extension trait and value types (`mod.rs`), the tensor-op twin that runs on every
 //! backend (`reference.rs`), the fused CubeCL kernels (`kernel/`), and the impls for the CubeCL
 //! backends (`cubecl.rs`) and for Burn's autodiff over them (`autodiff.rs`, a custom
@@ -11,7 +11,6 @@
 mod autodiff;
 pub mod butterfly;
 mod cubecl;
-pub mod fft_conv;
 pub mod spectral;
 
 pub use butterfly::{ButterflyOps, Permutation};

@@ -316,7 +316,7 @@ fn conv_and_psd_bad_input_give_clear_errors() {
 /// cube holds in f32, where each thread steps over 8 blocks per stage), signals and taps shorter
 /// than N, causal, full and circular output lengths.
 fn fused_conv_matches_reference<B: ButterflyOps>(device: &B::Device) {
-    use learned_fft::ops::fft_conv::fft_conv_reference;
+    use learned_fft::ops::butterfly::fft_conv_reference;
     use learned_fft::{ButterflyInit, Permutation};
     let cases = [
         // (n, l, k, out_len, channels, batch, order, bias)

@@ -3,10 +3,10 @@
 use burn::tensor::{Tensor, TensorPrimitive};
 use burn_cubecl::{element::BoolElement, CubeBackend, CubeRuntime, FloatElement, IntElement};
 
+use super::fft_conv_reference;
 use super::kernel::InputOrder;
 use super::{butterfly_forward_reference, butterfly_tangent_reference, kernel, ButterflyOps, Permutation, Tangent};
 use crate::ops::cubecl::split_packed;
-use crate::ops::fft_conv::{self, fft_conv_reference};
 
 impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> ButterflyOps for CubeBackend<R, F, I, BT> {
     fn butterfly(
@@ -94,7 +94,7 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> ButterflyO
         }
         let x = x.into_primitive().tensor();
         let order = InputOrder::new(perm, n, &x);
-        let y = fft_conv::kernel::fft_conv::<R, F>(
+        let y = kernel::conv::fft_conv::<R, F>(
             x,
             weight.into_primitive().tensor(),
             bias.map(|b| b.into_primitive().tensor()),
@@ -107,6 +107,6 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> ButterflyO
     }
 
     fn butterfly_conv_is_fused(n: usize, device: &Self::Device) -> bool {
-        fft_conv::kernel::conv_supported::<R, F>(n, device)
+        kernel::conv::conv_supported::<R, F>(n, device)
     }
 }

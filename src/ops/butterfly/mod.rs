@@ -3,6 +3,7 @@
 //! (`cubecl.rs` without autodiff, `autodiff.rs` with the custom `Backward`).
 
 mod autodiff;
+mod conv;
 mod cubecl;
 pub(crate) mod kernel;
 mod permutation;
@@ -81,10 +82,10 @@ pub trait ButterflyOps: Backend {
         false
     }
 
-    /// The FFT convolution of [`crate::ops::fft_conv`] through this butterfly: `x` `[batch,
+    /// The FFT convolution through this butterfly (`conv.rs`): `x` `[batch,
     /// channels, L]` with the taps `weight` `[channels, K]` and `bias` `[channels]`, zero-padded to
     /// `n` → `[batch, channels, out_len]`. Default: the tensor-op reference
-    /// ([`fft_conv_reference`](crate::ops::fft_conv::fft_conv_reference)), whose gradient comes
+    /// ([`fft_conv_reference`]), whose gradient comes
     /// from Burn's autodiff; CubeCL backends without autodiff run it fused (two launches). The
     /// caller checks the shapes (`L, K, out_len ≤ n`, `tw_*` of size `n`).
     #[allow(clippy::too_many_arguments)]
@@ -98,7 +99,7 @@ pub trait ButterflyOps: Backend {
         n: usize,
         out_len: usize,
     ) -> Tensor<Self, 3> {
-        crate::ops::fft_conv::fft_conv_reference(x, weight, bias, tw_re, tw_im, perm, n, out_len)
+        fft_conv_reference(x, weight, bias, tw_re, tw_im, perm, n, out_len)
     }
 
     /// Whether [`butterfly_conv`](Self::butterfly_conv) takes the fused kernels for size `n` on
@@ -106,4 +107,28 @@ pub trait ButterflyOps: Backend {
     fn butterfly_conv_is_fused(_n: usize, _device: &Self::Device) -> bool {
         false
     }
+}
+
+/// The FFT convolution (see `conv.rs`) as tensor ops on any backend, the butterflies through
+/// `B`'s own (fused where it has kernels); its gradient comes from Burn's autodiff.
+///
+/// # Shapes
+/// - `x`: `[batch, channels, L]`, `L ≤ n`
+/// - `weight`: `[channels, K]`, `K ≤ n`; `bias`: `[channels]`
+/// - `tw_re`, `tw_im`: `[log2 n, n/2, 2, 2]`
+/// - returns `[batch, channels, out_len]`, `out_len ≤ n`
+///
+/// The caller checks the shapes (the layer does, with errors naming it).
+#[allow(clippy::too_many_arguments)]
+pub fn fft_conv_reference<B: ButterflyOps>(
+    x: Tensor<B, 3>,
+    weight: Tensor<B, 2>,
+    bias: Option<Tensor<B, 1>>,
+    tw_re: Tensor<B, 4>,
+    tw_im: Tensor<B, 4>,
+    perm: &Permutation,
+    n: usize,
+    out_len: usize,
+) -> Tensor<B, 3> {
+    conv::composed(x, weight, bias, n, out_len, |re, im| B::butterfly(re, im, tw_re.clone(), tw_im.clone(), perm))
 }

@@ -15,7 +15,7 @@
 use burn_cubecl::{kernel::into_contiguous, tensor::CubeTensor, CubeRuntime, FloatElement};
 use cubecl::{prelude::*, CubeDim};
 
-use crate::ops::butterfly::kernel::{reverse_bits, InputOrder, Order};
+use super::{reverse_bits, InputOrder, Order};
 use crate::ops::cubecl::{empties, floor_pow2, grid};
 
 /// Shared memory a cube fills at most (Metal's limit, which every wgpu and CUDA device offers).
