@@ -17,7 +17,8 @@
 //! - [`backend`]: backend choice (wgpu, candle, ndarray, cuda) and one generic code path.
 //! - [`ops`]: one slice per op ([`ops::butterfly`], [`ops::spectral`]): the backend-extension
 //!   traits [`ButterflyOps`] and [`SpectralOps`], their tensor-op twins, and the fused CubeCL
-//!   kernels behind them on wgpu and CUDA with their custom backward.
+//!   kernels behind them on wgpu and CUDA with their custom backward (the FFT convolution's fused
+//!   path runs where no graph is recorded; under autodiff it takes its twin and Burn's gradient).
 //! - [`reference`](mod@reference): f64 truth on the CPU (rustfft, rustdct, dense target matrices); [`error`],
 //!   and [`memory`], the estimate every large allocation is checked against first.
 //!
