@@ -555,66 +555,40 @@ pub fn loss_forward<R: CubeRuntime, F: FloatElement>(
     let finish_threads = FINISH_THREADS.min(floor_pow2(max_units));
     // One allocation for the small outputs and the gradients that outlive the call (each
     // allocation is one more request to the device thread, which is what a small call's time goes
-    // to); the frames' scratch is apart, released after the last chunk.
+    // to); the frames' scratch is apart, released after the last chunk, unless the frames are the
+    // result (below).
     let both = grads.0 && grads.1;
     let frame_dims = [chunk * all.frames, win];
+    // Where the frames' gradients fit one launch and `DEFERRED_FRAMES_BYTES`, they are the result
+    // (allocated with the partials, no overlap-add here: the backward's sums and scales them).
     let defer = (grads.0 || grads.1)
         && ranges.len() == 1
         && chunk * all.frames * win * core::mem::size_of::<F>() <= DEFERRED_FRAMES_BYTES;
-    if defer {
-        // The frames are the result: in the one allocation, and no overlap-add here.
-        let (partials, sums, loss, frames_a, frames_b) = if both {
-            let [p, s, l, a, b] = empties::<R, F, 5>(&pred, [&[cubes, 3], &[3], &[1], &frame_dims, &frame_dims]);
-            (p, s, l, a, Some(b))
-        } else {
-            let [p, s, l, a] = empties::<R, F, 4>(&pred, [&[cubes, 3], &[3], &[1], &frame_dims]);
-            (p, s, l, a, None)
-        };
-        let range = ranges[0];
-        loss_forward_kernel::launch::<F, R>(
-            &client,
-            grid(cubes_of(&range)),
-            CubeDim::new_1d(cfg.frame.threads as u32),
-            PairLaunch::new(pred.clone().into_array_arg(), target.clone().into_array_arg()),
-            tables.arg::<F>(),
-            partials.clone().into_array_arg(),
-            PairLaunch::new(
-                frames_a.clone().into_array_arg(),
-                frames_b.as_ref().unwrap_or(&frames_a).clone().into_array_arg(),
-            ),
-            p.scalars::<R, F>(),
-            0,
-            range.arg(),
-            cfg,
-        );
-        finish::<R, F>(&client, finish_threads, partials, &sums, &loss, &p, cfg);
-        let unit_grads = match grads {
-            (true, true) => [Some(frames_a), frames_b],
-            (true, false) => [Some(frames_a), None],
-            _ => [None, Some(frames_a)],
-        };
-        return LossForward { loss, sums, unit_grads, frames: Some(range) };
-    }
-    let (partials, sums, loss, unit_a, unit_b) = if both {
-        let [p, s, l, a, b] = empties::<R, F, 5>(&pred, [&[cubes, 3], &[3], &[1], &[signals, t], &[signals, t]]);
-        (p, s, l, Some(a), Some(b))
-    } else if grads.0 || grads.1 {
-        let [p, s, l, a] = empties::<R, F, 4>(&pred, [&[cubes, 3], &[3], &[1], &[signals, t]]);
-        (p, s, l, Some(a), None)
-    } else {
-        let [p, s, l] = empties::<R, F, 3>(&pred, [&[cubes, 3], &[3], &[1]]);
-        (p, s, l, None, None)
-    };
     let scratch = || empty::<R, F>(&pred, frame_dims.to_vec());
     // Without gradients the kernel writes no frames: the partials stand for both buffers. With one
     // gradient its frames are in the first buffer and the second is not touched.
-    let (frames_a, frames_b) = match (grads.0 || grads.1, both) {
-        (false, _) => (partials.clone(), partials.clone()),
-        (true, false) => {
-            let a = scratch();
-            (a.clone(), a)
+    let (partials, sums, loss, unit_a, unit_b, frames_a, frames_b) = match (defer, grads.0 || grads.1, both) {
+        (true, _, true) => {
+            let [p, s, l, a, b] = empties::<R, F, 5>(&pred, [&[cubes, 3], &[3], &[1], &frame_dims, &frame_dims]);
+            (p, s, l, None, None, a, b)
         }
-        (true, true) => (scratch(), scratch()),
+        (true, _, false) => {
+            let [p, s, l, a] = empties::<R, F, 4>(&pred, [&[cubes, 3], &[3], &[1], &frame_dims]);
+            (p, s, l, None, None, a.clone(), a)
+        }
+        (false, true, true) => {
+            let [p, s, l, a, b] = empties::<R, F, 5>(&pred, [&[cubes, 3], &[3], &[1], &[signals, t], &[signals, t]]);
+            (p, s, l, Some(a), Some(b), scratch(), scratch())
+        }
+        (false, true, false) => {
+            let [p, s, l, a] = empties::<R, F, 4>(&pred, [&[cubes, 3], &[3], &[1], &[signals, t]]);
+            let frames = scratch();
+            (p, s, l, Some(a), None, frames.clone(), frames)
+        }
+        (false, false, _) => {
+            let [p, s, l] = empties::<R, F, 3>(&pred, [&[cubes, 3], &[3], &[1]]);
+            (p.clone(), s, l, None, None, p.clone(), p)
+        }
     };
     let mut first_partial = 0;
     for range in &ranges {
@@ -639,37 +613,25 @@ pub fn loss_forward<R: CubeRuntime, F: FloatElement>(
         }
         first_partial += cubes_of(range);
     }
-    finish::<R, F>(&client, finish_threads, partials, &sums, &loss, &p, cfg);
+    loss_finish_kernel::launch::<F, R>(
+        &client,
+        CubeCount::Static(1, 1, 1),
+        CubeDim::new_1d(finish_threads as u32),
+        partials.into_array_arg(),
+        sums.clone().into_array_arg(),
+        loss.clone().into_array_arg(),
+        p.scalars::<R, F>(),
+        finish_threads,
+        cfg.spectral_convergence,
+    );
+    let (unit_a, unit_b) = if defer { (Some(frames_a), both.then_some(frames_b)) } else { (unit_a, unit_b) };
     let unit_grads = match grads {
         (true, true) => [unit_a, unit_b],
         (true, false) => [unit_a, None],
         (false, true) => [None, unit_a],
         (false, false) => [None, None],
     };
-    LossForward { loss, sums, unit_grads, frames: None }
-}
-
-/// Launches the one-cube reduction of the forward's per-cube `partials` into `sums` and `loss`.
-fn finish<R: CubeRuntime, F: FloatElement>(
-    client: &ComputeClient<R>,
-    threads: usize,
-    partials: CubeTensor<R>,
-    sums: &CubeTensor<R>,
-    loss: &CubeTensor<R>,
-    p: &LossParams,
-    cfg: LossConfig,
-) {
-    loss_finish_kernel::launch::<F, R>(
-        client,
-        CubeCount::Static(1, 1, 1),
-        CubeDim::new_1d(threads as u32),
-        partials.into_array_arg(),
-        sums.clone().into_array_arg(),
-        loss.clone().into_array_arg(),
-        p.scalars::<R, F>(),
-        threads,
-        cfg.spectral_convergence,
-    );
+    LossForward { loss, sums, unit_grads, frames: defer.then_some(ranges[0]) }
 }
 
 /// The fused loss's backward: the loss gradient `[1]`, the forward's `sums` and inputs → the
