@@ -529,13 +529,15 @@ fn run(cli: Cli) -> learned_fft::Result<serde_json::Value> {
             let anchor = anchor.map(|path| Anchor::butterfly(&path, n, batch)).transpose()?;
             let result = dispatch(kind, precision, ButterflyBench { n, batch, warmup, iters, permutation })?;
             eprintln!(
-                "butterfly n={} batch={} on {} ({}): forward {:.3} ms ({:.1} GB/s), fwd+bwd {:.3} ms ({:.3} ms back to back)",
+                "butterfly n={} batch={} on {} ({}): forward {:.3} ms ({:.1} GB/s; back to back {:.3} ms, {:.1} GB/s), fwd+bwd {:.3} ms ({:.3} ms back to back)",
                 result.n,
                 result.batch,
                 result.backend,
                 if result.fused { "fused" } else { "reference" },
                 result.forward_ms,
                 result.forward_gbps,
+                result.forward_pipelined_ms,
+                result.forward_pipelined_gbps,
                 result.fwd_bwd_ms,
                 result.fwd_bwd_pipelined_ms
             );

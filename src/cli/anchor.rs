@@ -77,15 +77,16 @@ impl Anchor {
     }
 
     /// The butterfly's forward throughput over cuFFT's, and its forward + backward speed-up over
-    /// the unfused PyTorch butterfly: per call (`fwd_bwd_ms`, which pays the sync latency after
-    /// every call that the anchor's CUDA events leave out) and back to back
-    /// (`fwd_bwd_pipelined_ms`).
+    /// the unfused PyTorch butterfly: per call (`forward_ms`, `fwd_bwd_ms`, which pay the sync
+    /// latency after every call that the anchor's CUDA events leave out) and back to back
+    /// (`forward_pipelined_ms`, `fwd_bwd_pipelined_ms`).
     pub fn butterfly_ratios(&self, r: &ButterflyBenchResult) -> Result<Value> {
         let (cufft_gbps, torch_ms) = (self.number("cufft_effective_GBps")?, self.number("torch_butterfly_fwdbwd_ms")?);
         Ok(json!({
             "device": self.fields.get("device"),
             "cufft_gbps": cufft_gbps,
             "forward_over_cufft": r.forward_gbps / cufft_gbps,
+            "forward_pipelined_over_cufft": r.forward_pipelined_gbps / cufft_gbps,
             "torch_butterfly_fwd_bwd_ms": torch_ms,
             "fwd_bwd_speedup_over_torch": torch_ms / r.fwd_bwd_ms,
             "fwd_bwd_pipelined_speedup_over_torch": torch_ms / r.fwd_bwd_pipelined_ms,
