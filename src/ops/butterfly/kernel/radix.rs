@@ -54,12 +54,17 @@ pub(crate) const LOG_GROUP_VAR: &str = "LEARNED_FFT_RADIX_LOG_GROUP";
 /// (CUDA, 2026-11-27, two runs) N = 4096 is faster in groups of 3 stages than of 2: forward
 /// 880 → 942 GB/s at 512 MiB and 870–887 → 893–918 GB/s at 256 MiB, fwd+bwd back to back
 /// 5.48 → 5.34 ms (batch 16384) and 2.90 → 2.81 ms (8192); the other sizes kept their choice
-/// (N = 256: all seven candidates within 4 % fwd+bwd).
+/// (N = 256: all seven candidates within 4 % fwd+bwd). Since the kernels compute each
+/// instance's addresses as the thread's part and a constant (H100, CUDA, 2026-11-27, 256 MiB,
+/// forward back to back, GB/s): N = 256 runs best with 16 elements in groups of 2 stages (2471;
+/// 32 in groups of 2: 2278), and N = 4096 with 32 in groups of 2 again (998; groups of 3: 468,
+/// the twiddle loads of the larger groups no longer overlap); N = 1024 kept its choice (1964,
+/// groups of 2 and 16 elements within 1 %).
 pub(crate) fn default_log_elems(runtime: &str, n: usize) -> Option<(usize, usize)> {
     match (runtime, n) {
         ("cuda", ..=64) => Some((4, 4)),
+        ("cuda", 256) => Some((4, 2)),
         ("cuda", 1024..=2048) => Some((5, 4)),
-        ("cuda", 4096) => Some((5, 3)),
         ("cuda", _) => Some((5, 2)),
         _ => Some((3, 3)),
     }
@@ -211,6 +216,7 @@ impl RadixConfig {
     }
 
     /// Bits of the free index in group `i`.
+    #[cfg(test)]
     pub fn free_bits(&self, i: usize) -> usize {
         self.log_cube() - self.group(i).1
     }
@@ -223,13 +229,41 @@ impl RadixConfig {
         order[order.len() - top..].iter().all(|&p| p >= self.log_n)
     }
 
-    /// Where cube element `index` lives in shared memory.
-    #[cfg(test)]
+    /// Where cube element `index` lives in shared memory. The map is linear over GF(2) (an xor
+    /// of shifted copies of the index), so the slot of `a | b` for disjoint `a`, `b` is the xor
+    /// of theirs: the kernels swizzle the thread's part once and xor in a constant per element.
     pub fn swizzle(&self, index: usize) -> usize {
         if self.log_cube() < MIN_LOG_CUBE {
             return index;
         }
         index ^ (((index >> 5) ^ (index >> 10)) & 31)
+    }
+
+    /// log2 of the threads per cube.
+    pub fn log_threads(&self) -> usize {
+        self.log_cube() - self.log_elems
+    }
+
+    /// The cube index of free index `f` of group `gi` (its group bits zero): [`deposit`] at
+    /// compile time. Depositing scatters bits, so the index of `t + q · threads` (`t <
+    /// threads`, disjoint bits) is the thread's part, [`deposit_thread`], or this constant.
+    pub fn deposit(&self, gi: usize, f: usize) -> usize {
+        self.free_order(gi).into_iter().enumerate().map(|(j, p)| ((f >> j) & 1) << p).fold(0, |a, b| a | b)
+    }
+
+    /// The twiddle address outside the group's bits of free index `f` of group `gi`:
+    /// [`outside_address`]'s constant part, at compile time (the same scatter argument).
+    pub fn outside(&self, gi: usize, f: usize) -> usize {
+        let order = self.free_order(gi);
+        let mut bit = 0;
+        let mut address = 0;
+        for (j, p) in order.into_iter().enumerate() {
+            if p < self.log_n {
+                address |= ((f >> j) & 1) << bit;
+                bit += 1;
+            }
+        }
+        address
     }
 
     /// The twiddle address (within a stage) of the butterfly at row index `i0` (bit `p` clear)
@@ -279,13 +313,14 @@ fn apply<F: Float>(
     vi[b] = t10r * ai + t10i * ar + t11r * bi + t11i * br;
 }
 
-/// The cube index of instance `f` of group `gi` (its group bits zero).
+/// The cube index of thread `t`'s first instance of group `gi` (`t < threads`; its group bits
+/// zero): instance `q` is this or [`RadixConfig::deposit`]`(gi, q · threads)`.
 #[cube]
-pub(crate) fn deposit(f: usize, #[comptime] cfg: RadixConfig, #[comptime] gi: usize) -> usize {
+pub(crate) fn deposit_thread(t: usize, #[comptime] cfg: RadixConfig, #[comptime] gi: usize) -> usize {
     let mut index = 0;
     #[unroll]
-    for j in 0..comptime![cfg.free_bits(gi)] {
-        index |= ((f >> j) & 1) << comptime![cfg.position(gi, j)];
+    for j in 0..comptime![cfg.log_threads()] {
+        index |= ((t >> j) & 1) << comptime![cfg.position(gi, j)];
     }
     index
 }
@@ -300,15 +335,16 @@ pub(crate) fn swizzled(index: usize, #[comptime] cfg: RadixConfig) -> usize {
     }
 }
 
-/// The twiddle address of the blocks of instance `f` of group `gi` outside the group's bits: its
-/// column bits in [`RadixConfig::column_order`].
+/// The twiddle address of thread `t`'s first instance of group `gi` outside the group's bits
+/// (`t < threads`): its column bits in [`RadixConfig::column_order`]; instance `q` adds
+/// [`RadixConfig::outside`]`(gi, q · threads)`.
 #[cube]
-fn outside_address(f: usize, #[comptime] cfg: RadixConfig, #[comptime] gi: usize) -> usize {
+fn outside_address(t: usize, #[comptime] cfg: RadixConfig, #[comptime] gi: usize) -> usize {
     let mut address = 0;
     #[unroll]
-    for j in 0..comptime![cfg.free_bits(gi)] {
+    for j in 0..comptime![cfg.log_threads()] {
         if comptime![cfg.address_bit(gi, j).is_some()] {
-            address |= ((f >> j) & 1) << comptime![cfg.address_bit(gi, j).unwrap_or(0)];
+            address |= ((t >> j) & 1) << comptime![cfg.address_bit(gi, j).unwrap_or(0)];
         }
     }
     address
@@ -317,6 +353,15 @@ fn outside_address(f: usize, #[comptime] cfg: RadixConfig, #[comptime] gi: usize
 /// `bits`-bit reversal of a comptime value (`bits ≥ 1`).
 fn reversed(i: usize, bits: usize) -> usize {
     i.reverse_bits() >> (usize::BITS as usize - bits)
+}
+
+/// `bits`-bit reversal of a comptime value, any `bits` (0 for none).
+fn reversed_or_zero(i: usize, bits: usize) -> usize {
+    if bits == 0 {
+        0
+    } else {
+        reversed(i, bits)
+    }
 }
 
 /// One cube transforms `2^log_rows` consecutive rows: coalesced load (permuted on the way into
@@ -346,36 +391,44 @@ pub(crate) fn butterfly_radix_kernel<F: Float>(
         terminate!();
     }
     let t = UNIT_POS_X as usize;
+    let plane = batch * n;
 
     let last = comptime![cfg.groups() - 1];
     if comptime![!cfg.direct_load()] {
         // Coalesced load: element j of a row goes to slot rev(j), inv(j) (the table's second
         // half) or j.
+        // Element `t + q · threads` of the cube is at that offset from its first row's; its
+        // slot is the xor of the thread's and a constant (the permutations but the table's are
+        // linear in the column bits).
+        let src_t = first_row * n + t;
+        let mut slot_t = swizzled(t, cfg);
+        if comptime![cfg.order == Order::BitReversed] {
+            slot_t = swizzled((t >> log_n << log_n) | reverse_bits(t & comptime![n - 1], log_n), cfg);
+        }
         #[unroll]
         for q in 0..elems {
-            let index = t + q * threads;
-            let row = first_row + (index >> log_n);
-            let j = index & comptime![n - 1];
+            let src = src_t + comptime![q * threads];
             let mut re = F::new(0.0);
             let mut im = F::new(0.0);
-            if row < batch {
-                re = x.re[row * n + j];
-                im = x.im[im_offset + row * n + j];
+            if src < plane {
+                re = x.re[src];
+                im = x.im[im_offset + src];
             }
-            let mut i = j;
+            let mut slot = slot_t ^ comptime![cfg.swizzle(q * threads)];
             if comptime![cfg.order == Order::Table] {
-                i = order[n + j] as usize;
+                let index = t + comptime![q * threads];
+                let i = order[n + (index & comptime![n - 1])] as usize;
+                slot = swizzled((index >> log_n << log_n) | i, cfg);
             } else if comptime![cfg.order == Order::BitReversed] {
-                i = reverse_bits(j, log_n);
+                let c = comptime![q * threads];
+                slot = slot_t ^ comptime![cfg.swizzle((c >> log_n << log_n) | reversed_or_zero(c & (n - 1), log_n))];
             }
-            let slot = swizzled((index >> log_n << log_n) | i, cfg);
             s_re[slot] = re;
             s_im[slot] = im;
         }
         sync_cube();
     }
 
-    let plane = batch * n;
     let mut vr = Array::<F>::new(elems);
     let mut vi = Array::<F>::new(elems);
     #[unroll]
@@ -385,14 +438,21 @@ pub(crate) fn butterfly_radix_kernel<F: Float>(
         let r = comptime![1usize << g];
         let instances = comptime![cfg.instances(gi)];
         let shares = comptime![cfg.shares_twiddles(gi)];
+        // The thread's part of its instances' cube indices, their slots and twiddle addresses:
+        // instance q adds the constant part of `q · threads` to each (disjoint bits).
+        let base_t = deposit_thread(t, cfg, gi);
+        let slot_t = swizzled(base_t, cfg);
+        let outside_t = outside_address(t, cfg, gi);
         if comptime![gi == 0 && cfg.direct_load()] {
             // Straight from global memory: element e of the instance sits at column
             // rev(base | e) = rev(base) | rev(e) of its row (b0 = 0).
+            let row_t = first_row + (base_t >> log_n);
+            let src_t = row_t * n + reverse_bits(base_t & comptime![n - 1], log_n);
             #[unroll]
             for q in 0..instances {
-                let base = deposit(t + q * threads, cfg, gi);
-                let row = first_row + (base >> log_n);
-                let src = row * n + reverse_bits(base & comptime![n - 1], log_n);
+                let base_q = comptime![cfg.deposit(gi, q * threads)];
+                let row = row_t + comptime![base_q >> log_n];
+                let src = src_t + comptime![(base_q >> log_n) * n + reversed(base_q & (n - 1), log_n)];
                 #[unroll]
                 for e in 0..r {
                     let mut re = F::new(0.0);
@@ -408,10 +468,9 @@ pub(crate) fn butterfly_radix_kernel<F: Float>(
         } else {
             #[unroll]
             for q in 0..instances {
-                let base = deposit(t + q * threads, cfg, gi);
                 #[unroll]
                 for e in 0..r {
-                    let slot = swizzled(base | (e << b0), cfg);
+                    let slot = slot_t ^ comptime![cfg.swizzle(cfg.deposit(gi, q * threads) | (e << b0))];
                     vr[q * r + e] = s_re[slot];
                     vi[q * r + e] = s_im[slot];
                 }
@@ -428,7 +487,7 @@ pub(crate) fn butterfly_radix_kernel<F: Float>(
                 let e1 = comptime![e0 + (1usize << s)];
                 let inside = comptime![pair << (log_n - g)];
                 if comptime![shares] {
-                    let w = stage_base + (outside_address(t, cfg, gi) | inside);
+                    let w = (outside_t | inside) + stage_base;
                     #[unroll]
                     for q in 0..instances {
                         apply(&mut vr, &mut vi, q * r + e0, q * r + e1, twiddles, w, half_n);
@@ -436,7 +495,7 @@ pub(crate) fn butterfly_radix_kernel<F: Float>(
                 } else {
                     #[unroll]
                     for q in 0..instances {
-                        let w = stage_base + (outside_address(t + q * threads, cfg, gi) | inside);
+                        let w = (outside_t | comptime![cfg.outside(gi, q * threads) | inside]) + stage_base;
                         apply(&mut vr, &mut vi, q * r + e0, q * r + e1, twiddles, w, half_n);
                     }
                 }
@@ -444,12 +503,13 @@ pub(crate) fn butterfly_radix_kernel<F: Float>(
         }
         if comptime![gi == last && cfg.direct_store()] {
             // Straight to global memory: the five lowest column bits are the lanes.
+            let row_t = first_row + (base_t >> log_n);
+            let dst_t = row_t * n + (base_t & comptime![n - 1]);
             #[unroll]
             for q in 0..instances {
-                let base = deposit(t + q * threads, cfg, gi);
-                let row = first_row + (base >> log_n);
-                if row < batch {
-                    let dst = row * n + (base & comptime![n - 1]);
+                let base_q = comptime![cfg.deposit(gi, q * threads)];
+                if row_t + comptime![base_q >> log_n] < batch {
+                    let dst = dst_t + comptime![(base_q >> log_n) * n + (base_q & (n - 1))];
                     #[unroll]
                     for e in 0..r {
                         output[dst + comptime![e << b0]] = vr[q * r + e];
@@ -460,10 +520,9 @@ pub(crate) fn butterfly_radix_kernel<F: Float>(
         } else {
             #[unroll]
             for q in 0..instances {
-                let base = deposit(t + q * threads, cfg, gi);
                 #[unroll]
                 for e in 0..r {
-                    let slot = swizzled(base | (e << b0), cfg);
+                    let slot = slot_t ^ comptime![cfg.swizzle(cfg.deposit(gi, q * threads) | (e << b0))];
                     s_re[slot] = vr[q * r + e];
                     s_im[slot] = vi[q * r + e];
                 }
@@ -473,13 +532,15 @@ pub(crate) fn butterfly_radix_kernel<F: Float>(
     }
 
     if comptime![!cfg.direct_store()] {
+        // The cube's rows are consecutive: element `t + q · threads` of the cube is at that
+        // offset from its first row's.
+        let dst_t = first_row * n + t;
+        let slot_t = swizzled(t, cfg);
         #[unroll]
         for q in 0..elems {
-            let index = t + q * threads;
-            let row = first_row + (index >> log_n);
-            if row < batch {
-                let dst = row * n + (index & comptime![n - 1]);
-                let slot = swizzled(index, cfg);
+            let dst = dst_t + comptime![q * threads];
+            if dst < plane {
+                let slot = slot_t ^ comptime![cfg.swizzle(q * threads)];
                 output[dst] = s_re[slot];
                 output[plane + dst] = s_im[slot];
             }
@@ -638,6 +699,40 @@ mod tests {
     }
 
     /// The twiddle address is a permutation of each stage's blocks.
+    /// The kernel splits each instance's cube index, slot and twiddle address into the thread's
+    /// part and a compile-time constant (`t + q · threads` has disjoint bits): the split must
+    /// give what the whole free index gives.
+    #[test]
+    fn thread_and_constant_parts_compose() {
+        for cfg in configs() {
+            let threads = cfg.threads();
+            for gi in 0..cfg.groups() {
+                for q in 0..cfg.instances(gi) {
+                    let c = q * threads;
+                    // Every thread bit set and clear: a stride through the threads, the last one.
+                    let ts = (0..threads).step_by((threads / 16).max(1)).chain([threads - 1]);
+                    for t in ts {
+                        let whole = cfg.deposit(gi, t + c);
+                        assert_eq!(whole, cfg.deposit(gi, t) | cfg.deposit(gi, c), "{cfg:?} group {gi}");
+                        assert_eq!(cfg.deposit(gi, t) & cfg.deposit(gi, c), 0, "{cfg:?} group {gi}");
+                        let thread_bits: usize =
+                            (0..cfg.log_threads()).map(|j| ((t >> j) & 1) << cfg.position(gi, j)).sum();
+                        assert_eq!(thread_bits, cfg.deposit(gi, t), "{cfg:?} group {gi}");
+                        assert_eq!(
+                            cfg.swizzle(whole),
+                            cfg.swizzle(cfg.deposit(gi, t)) ^ cfg.swizzle(cfg.deposit(gi, c))
+                        );
+                        assert_eq!(
+                            cfg.outside(gi, t + c),
+                            cfg.outside(gi, t) | cfg.outside(gi, c),
+                            "{cfg:?} group {gi}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
     #[test]
     fn twiddle_addresses_are_a_permutation() {
         for cfg in configs() {

@@ -38,7 +38,7 @@ use burn_cubecl::{kernel::into_contiguous, tensor::CubeTensor, CubeRuntime, Floa
 use cubecl::prelude::*;
 use std::sync::OnceLock;
 
-use crate::ops::butterfly::kernel::radix::{deposit, swizzled, RadixConfig, MAX_LOG_ELEMS};
+use crate::ops::butterfly::kernel::radix::{deposit_thread, swizzled, RadixConfig, MAX_LOG_ELEMS};
 use crate::ops::butterfly::kernel::{env_override, reverse_bits, Order};
 use crate::ops::cubecl::floor_pow2;
 use crate::ops::spectral::{Distance, Magnitude};
@@ -402,12 +402,16 @@ pub(crate) fn fft_stages<F: Float>(
         let b0 = comptime![fft.group(gi).0];
         let g = comptime![fft.group(gi).1];
         let r = comptime![1usize << g];
+        // The thread's part of its instances' cube indices and slots: instance q adds the
+        // constant part of `q · threads` (disjoint bits; the swizzle is an xor of shifts).
+        let base_t = deposit_thread(t, fft, gi);
+        let slot_t = swizzled(base_t, fft);
         #[unroll]
         for q in 0..comptime![fft.instances(gi)] {
-            let base = deposit(t + q * threads, fft, gi);
+            let base = base_t | comptime![fft.deposit(gi, q * threads)];
             #[unroll]
             for e in 0..r {
-                let slot = swizzled(base | comptime![e << b0], fft);
+                let slot = slot_t ^ comptime![fft.swizzle(fft.deposit(gi, q * threads) | (e << b0))];
                 vr[q * r + e] = s_re[slot];
                 vi[q * r + e] = s_im[slot];
             }
@@ -490,7 +494,7 @@ pub(crate) fn fft_stages<F: Float>(
             }
             #[unroll]
             for e in 0..r {
-                let slot = swizzled(base | comptime![e << b0], fft);
+                let slot = slot_t ^ comptime![fft.swizzle(fft.deposit(gi, q * threads) | (e << b0))];
                 s_re[slot] = vr[q * r + e];
                 s_im[slot] = vi[q * r + e];
             }
