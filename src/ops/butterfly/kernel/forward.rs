@@ -401,14 +401,17 @@ pub(super) fn radix_config<R: CubeRuntime, F: FloatElement>(
 ) -> Option<RadixConfig> {
     static LOG_ELEMS: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
     static LOG_GROUP: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
+    static LOG_STACK: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
     let client = R::client(device);
     let props = client.properties().hardware.clone();
     let (units, shared) = (props.max_units_per_cube as usize, props.max_shared_memory_size);
-    let (log_elems, log_group) = match env_override(&LOG_ELEMS, radix::LOG_ELEMS_VAR) {
+    let (log_elems, log_group, log_stack) = match env_override(&LOG_ELEMS, radix::LOG_ELEMS_VAR) {
         Some(0) => return None,
-        Some(log_elems) => (log_elems, log_elems),
+        Some(log_elems) => (log_elems, log_elems, 0),
         None => radix::default_log_elems(R::name(&client), n)?,
     };
     let log_group = env_override(&LOG_GROUP, radix::LOG_GROUP_VAR).unwrap_or(log_group);
+    let log_stack = env_override(&LOG_STACK, radix::LOG_STACK_VAR).unwrap_or(log_stack);
     RadixConfig::with_elems(n, std::mem::size_of::<F>(), units, shared, order, (log_elems, log_group))
+        .map(|cfg| cfg.stacked(log_stack))
 }

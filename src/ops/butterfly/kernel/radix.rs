@@ -41,7 +41,8 @@ pub(crate) const LOG_ELEMS_VAR: &str = "LEARNED_FFT_RADIX_LOG_ELEMS";
 /// by default as many as the elements allow, or [`default_log_elems`]' choice).
 pub(crate) const LOG_GROUP_VAR: &str = "LEARNED_FFT_RADIX_LOG_GROUP";
 
-/// log2 of the elements a thread holds and the most stages per group, on runtime `runtime`
+/// log2 of the elements a thread holds, the most stages per group and log2 of the slabs a cube
+/// stacks, on runtime `runtime`
 /// (CubeCL's name for it) at size `n`, or `None` where the shared-memory forward is faster.
 /// Measured on an NVIDIA H200 (forward, 256 MiB of complex f32, one run, every pair of 8…32
 /// elements and 2…5 stages; GB/s of the shared-memory forward → this choice): on CUDA 32 elements
@@ -60,15 +61,27 @@ pub(crate) const LOG_GROUP_VAR: &str = "LEARNED_FFT_RADIX_LOG_GROUP";
 /// 32 in groups of 2: 2278), and N = 4096 with 32 in groups of 2 again (998; groups of 3: 468,
 /// the twiddle loads of the larger groups no longer overlap); N = 1024 kept its choice (1964,
 /// groups of 2 and 16 elements within 1 %).
-pub(crate) fn default_log_elems(runtime: &str, n: usize) -> Option<(usize, usize)> {
+///
+/// The third number is log2 of the slabs a cube stacks ([`RadixConfig::log_stack`]): at N =
+/// 4096 four rows of 8 elements a thread in groups of 3 stages share each twiddle block (1283
+/// GB/s against 1033 for one row of 32 in groups of 2, fwd+bwd back to back 2.64 against 2.82 ms
+/// at batch 8192; two slabs: 1077-1167). Stacking lost at N = 256 (2374 → 2176) and 1024 (1960 →
+/// 1771 at best), and through Vulkan it was within the spread at 1024 and 4096.
+pub(crate) fn default_log_elems(runtime: &str, n: usize) -> Option<(usize, usize, usize)> {
     match (runtime, n) {
-        ("cuda", ..=64) => Some((4, 4)),
-        ("cuda", 256) => Some((4, 2)),
-        ("cuda", 1024..=2048) => Some((5, 4)),
-        ("cuda", _) => Some((5, 2)),
-        _ => Some((3, 3)),
+        ("cuda", ..=64) => Some((4, 4, 0)),
+        ("cuda", 256) => Some((4, 2, 0)),
+        ("cuda", 1024..=2048) => Some((5, 4, 0)),
+        ("cuda", 4096) => Some((3, 3, 2)),
+        ("cuda", _) => Some((5, 2, 0)),
+        _ => Some((3, 3, 0)),
     }
 }
+/// Most slabs a cube stacks, log2 (registers: `2^(log_elems + log_stack)` complex elements a
+/// thread).
+pub(crate) const MAX_LOG_STACK: usize = 3;
+/// The environment variable that overrides the slabs per cube (log2, 0 … [`MAX_LOG_STACK`]).
+pub(crate) const LOG_STACK_VAR: &str = "LEARNED_FFT_RADIX_LOG_STACK";
 /// Shared memory a cube fills (32 KiB: Metal's limit, which every wgpu and CUDA device offers).
 const SHARED_BUDGET: usize = 32 << 10;
 /// Fewest elements a cube holds for the swizzle (one 32-bank row).
@@ -87,6 +100,11 @@ pub(crate) struct RadixConfig {
     /// instances of a group of `g` stages, rows apart where the cube has the rows, so each
     /// twiddle block it loads serves that many rows.
     pub log_group: usize,
+    /// log2 of the slabs a cube stacks: `2^log_rows` rows each (one shared memory's worth), held
+    /// in registers side by side (a thread holds `2^(log_elems + log_stack)` elements), so every
+    /// twiddle block a thread loads serves each slab; the slabs cross the shared memory one after
+    /// the other between groups.
+    pub log_stack: usize,
     /// How the input is ordered.
     pub order: Order,
     /// Stages applied: the first `stages` of the `log_n` (all of them for the forward; the
@@ -122,8 +140,19 @@ impl RadixConfig {
         if log_cube < log_n.max(MIN_LOG_CUBE) || log_cube < log_elems {
             return None;
         }
-        let cfg = RadixConfig { log_n, log_rows: log_cube - log_n, log_elems, log_group, order, stages: log_n };
+        let cfg =
+            RadixConfig { log_n, log_rows: log_cube - log_n, log_elems, log_group, log_stack: 0, order, stages: log_n };
         (cfg.threads() <= max_units && cfg.threads() >= 1).then_some(cfg)
+    }
+
+    /// The same mapping with `2^log_stack` slabs per cube (at most [`MAX_LOG_STACK`]).
+    pub fn stacked(self, log_stack: usize) -> Self {
+        RadixConfig { log_stack: log_stack.min(MAX_LOG_STACK), ..self }
+    }
+
+    /// Rows one cube transforms (all its slabs).
+    pub fn cube_rows(&self) -> usize {
+        1 << (self.log_rows + self.log_stack)
     }
 
     /// The same kernel stopping after the first `stages` stages (at least one, at most
@@ -364,8 +393,48 @@ fn reversed_or_zero(i: usize, bits: usize) -> usize {
     }
 }
 
-/// One cube transforms `2^log_rows` consecutive rows: coalesced load (permuted on the way into
-/// shared memory), the stage groups in registers, coalesced store.
+/// Slab `s`'s elements of group `gi`'s instances for thread `t` (registers `s · elems + q · r +
+/// e`): from shared memory to the registers where `load`, else back.
+#[cube]
+#[allow(clippy::too_many_arguments)]
+fn move_group<F: Float>(
+    s_re: &mut SharedMemory<F>,
+    s_im: &mut SharedMemory<F>,
+    vr: &mut Array<F>,
+    vi: &mut Array<F>,
+    t: usize,
+    #[comptime] s: usize,
+    #[comptime] cfg: RadixConfig,
+    #[comptime] gi: usize,
+    #[comptime] load: bool,
+) {
+    let threads = comptime![cfg.threads()];
+    let elems = comptime![1usize << cfg.log_elems];
+    let b0 = comptime![cfg.group(gi).0];
+    let r = comptime![1usize << cfg.group(gi).1];
+    let slot_t = swizzled(deposit_thread(t, cfg, gi), cfg);
+    #[unroll]
+    for q in 0..comptime![cfg.instances(gi)] {
+        #[unroll]
+        for e in 0..r {
+            let slot = slot_t ^ comptime![cfg.swizzle(cfg.deposit(gi, q * threads) | (e << b0))];
+            let at = comptime![s * elems + q * r + e];
+            if comptime![load] {
+                vr[at] = s_re[slot];
+                vi[at] = s_im[slot];
+            } else {
+                s_re[slot] = vr[at];
+                s_im[slot] = vi[at];
+            }
+        }
+    }
+}
+
+/// One cube transforms `2^(log_rows + log_stack)` consecutive rows, in `2^log_stack` slabs of
+/// `2^log_rows` rows (one shared-memory cube each): coalesced load (permuted on the way), the
+/// stage groups in registers with every twiddle block applied to all the slabs' instances, the
+/// slabs exchanged one after the other through the shared memory between groups, coalesced
+/// store.
 #[cube(launch_unchecked)]
 pub(crate) fn butterfly_radix_kernel<F: Float>(
     x: &SplitInput<F>,
@@ -379,6 +448,7 @@ pub(crate) fn butterfly_radix_kernel<F: Float>(
     let n = comptime![1usize << log_n];
     let half_n = comptime![n / 2];
     let rows = comptime![1usize << cfg.log_rows];
+    let stack = comptime![1usize << cfg.log_stack];
     let threads = comptime![cfg.threads()];
     let elems = comptime![1usize << cfg.log_elems];
     let cube_len = comptime![1usize << cfg.log_cube()];
@@ -386,73 +456,30 @@ pub(crate) fn butterfly_radix_kernel<F: Float>(
     let mut s_im = SharedMemory::<F>::new(cube_len);
     let batch = batch as usize;
     let im_offset = x.im_offset as usize;
-    let first_row = CUBE_POS * rows;
+    let first_row = CUBE_POS * comptime![rows * stack];
     if first_row >= batch {
         terminate!();
     }
     let t = UNIT_POS_X as usize;
     let plane = batch * n;
-
     let last = comptime![cfg.groups() - 1];
-    if comptime![!cfg.direct_load()] {
-        // Coalesced load: element j of a row goes to slot rev(j), inv(j) (the table's second
-        // half) or j.
-        // Element `t + q · threads` of the cube is at that offset from its first row's; its
-        // slot is the xor of the thread's and a constant (the permutations but the table's are
-        // linear in the column bits).
-        let src_t = first_row * n + t;
-        let mut slot_t = swizzled(t, cfg);
-        if comptime![cfg.order == Order::BitReversed] {
-            slot_t = swizzled((t >> log_n << log_n) | reverse_bits(t & comptime![n - 1], log_n), cfg);
-        }
-        #[unroll]
-        for q in 0..elems {
-            let src = src_t + comptime![q * threads];
-            let mut re = F::new(0.0);
-            let mut im = F::new(0.0);
-            if src < plane {
-                re = x.re[src];
-                im = x.im[im_offset + src];
-            }
-            let mut slot = slot_t ^ comptime![cfg.swizzle(q * threads)];
-            if comptime![cfg.order == Order::Table] {
-                let index = t + comptime![q * threads];
-                let i = order[n + (index & comptime![n - 1])] as usize;
-                slot = swizzled((index >> log_n << log_n) | i, cfg);
-            } else if comptime![cfg.order == Order::BitReversed] {
-                let c = comptime![q * threads];
-                slot = slot_t ^ comptime![cfg.swizzle((c >> log_n << log_n) | reversed_or_zero(c & (n - 1), log_n))];
-            }
-            s_re[slot] = re;
-            s_im[slot] = im;
-        }
-        sync_cube();
-    }
+    let mut vr = Array::<F>::new(comptime![elems * stack]);
+    let mut vi = Array::<F>::new(comptime![elems * stack]);
 
-    let mut vr = Array::<F>::new(elems);
-    let mut vi = Array::<F>::new(elems);
-    #[unroll]
-    for gi in 0..comptime![cfg.groups()] {
-        let b0 = comptime![cfg.group(gi).0];
-        let g = comptime![cfg.group(gi).1];
-        let r = comptime![1usize << g];
-        let instances = comptime![cfg.instances(gi)];
-        let shares = comptime![cfg.shares_twiddles(gi)];
-        // The thread's part of its instances' cube indices, their slots and twiddle addresses:
-        // instance q adds the constant part of `q · threads` to each (disjoint bits).
-        let base_t = deposit_thread(t, cfg, gi);
-        let slot_t = swizzled(base_t, cfg);
-        let outside_t = outside_address(t, cfg, gi);
-        if comptime![gi == 0 && cfg.direct_load()] {
-            // Straight from global memory: element e of the instance sits at column
-            // rev(base | e) = rev(base) | rev(e) of its row (b0 = 0).
-            let row_t = first_row + (base_t >> log_n);
-            let src_t = row_t * n + reverse_bits(base_t & comptime![n - 1], log_n);
+    if comptime![cfg.direct_load()] {
+        // Straight from global memory: element e of an instance sits at column
+        // rev(base | e) = rev(base) | rev(e) of its row (the first group starts at stage 0).
+        let r = comptime![1usize << cfg.group(0).1];
+        let base_t = deposit_thread(t, cfg, comptime![0usize]);
+        let row_t = first_row + (base_t >> log_n);
+        let src_t = row_t * n + reverse_bits(base_t & comptime![n - 1], log_n);
+        #[unroll]
+        for s in 0..stack {
             #[unroll]
-            for q in 0..instances {
-                let base_q = comptime![cfg.deposit(gi, q * threads)];
-                let row = row_t + comptime![base_q >> log_n];
-                let src = src_t + comptime![(base_q >> log_n) * n + reversed(base_q & (n - 1), log_n)];
+            for q in 0..comptime![cfg.instances(0)] {
+                let base_q = comptime![cfg.deposit(0, q * threads)];
+                let row = row_t + comptime![(base_q >> log_n) + s * rows];
+                let src = src_t + comptime![((base_q >> log_n) + s * rows) * n + reversed(base_q & (n - 1), log_n)];
                 #[unroll]
                 for e in 0..r {
                     let mut re = F::new(0.0);
@@ -461,88 +488,148 @@ pub(crate) fn butterfly_radix_kernel<F: Float>(
                         re = x.re[src + comptime![reversed(e, log_n)]];
                         im = x.im[im_offset + src + comptime![reversed(e, log_n)]];
                     }
-                    vr[q * r + e] = re;
-                    vi[q * r + e] = im;
-                }
-            }
-        } else {
-            #[unroll]
-            for q in 0..instances {
-                #[unroll]
-                for e in 0..r {
-                    let slot = slot_t ^ comptime![cfg.swizzle(cfg.deposit(gi, q * threads) | (e << b0))];
-                    vr[q * r + e] = s_re[slot];
-                    vi[q * r + e] = s_im[slot];
+                    vr[s * elems + q * r + e] = re;
+                    vi[s * elems + q * r + e] = im;
                 }
             }
         }
+    } else {
+        // Coalesced load, a slab at a time: element `t + q · threads` of the slab is at that
+        // offset from its first row's; its slot is the xor of the thread's and a constant (the
+        // permutations but the table's are linear in the column bits).
+        let mut slot_t = swizzled(t, cfg);
+        if comptime![cfg.order == Order::BitReversed] {
+            slot_t = swizzled((t >> log_n << log_n) | reverse_bits(t & comptime![n - 1], log_n), cfg);
+        }
         #[unroll]
-        for s in 0..g {
-            let stage = comptime![b0 + s];
+        for s in 0..stack {
+            let src_t = (first_row + s * rows) * n + t;
+            #[unroll]
+            for q in 0..elems {
+                let src = src_t + comptime![q * threads];
+                let mut re = F::new(0.0);
+                let mut im = F::new(0.0);
+                if src < plane {
+                    re = x.re[src];
+                    im = x.im[im_offset + src];
+                }
+                let mut slot = slot_t ^ comptime![cfg.swizzle(q * threads)];
+                if comptime![cfg.order == Order::Table] {
+                    let index = t + comptime![q * threads];
+                    let i = order[n + (index & comptime![n - 1])] as usize;
+                    slot = swizzled((index >> log_n << log_n) | i, cfg);
+                } else if comptime![cfg.order == Order::BitReversed] {
+                    let c = comptime![q * threads];
+                    slot =
+                        slot_t ^ comptime![cfg.swizzle((c >> log_n << log_n) | reversed_or_zero(c & (n - 1), log_n))];
+                }
+                s_re[slot] = re;
+                s_im[slot] = im;
+            }
+            sync_cube();
+            move_group(&mut s_re, &mut s_im, &mut vr, &mut vi, t, s, cfg, comptime![0usize], true);
+            if comptime![s + 1 < stack] {
+                // The next slab's load overwrites slots other threads may still read.
+                sync_cube();
+            }
+        }
+    }
+
+    #[unroll]
+    for gi in 0..comptime![cfg.groups()] {
+        let b0 = comptime![cfg.group(gi).0];
+        let g = comptime![cfg.group(gi).1];
+        let r = comptime![1usize << g];
+        let instances = comptime![cfg.instances(gi)];
+        let shares = comptime![cfg.shares_twiddles(gi)];
+        // The twiddle address of the thread's first instance; instance q adds a constant.
+        let outside_t = outside_address(t, cfg, gi);
+        #[unroll]
+        for st in 0..g {
+            let stage = comptime![b0 + st];
             let stage_base = comptime![stage * 4 * half_n];
             #[unroll]
             for pair in 0..comptime![r / 2] {
-                // The pair's elements: `pair` with a zero inserted at bit s, and that plus 2^s.
-                let e0 = comptime![((pair >> s) << (s + 1)) | (pair & ((1usize << s) - 1))];
-                let e1 = comptime![e0 + (1usize << s)];
+                // The pair's elements: `pair` with a zero inserted at bit st, and that plus 2^st.
+                let e0 = comptime![((pair >> st) << (st + 1)) | (pair & ((1usize << st) - 1))];
+                let e1 = comptime![e0 + (1usize << st)];
                 let inside = comptime![pair << (log_n - g)];
                 if comptime![shares] {
                     let w = (outside_t | inside) + stage_base;
                     #[unroll]
-                    for q in 0..instances {
-                        apply(&mut vr, &mut vi, q * r + e0, q * r + e1, twiddles, w, half_n);
+                    for s in 0..stack {
+                        #[unroll]
+                        for q in 0..instances {
+                            let at = comptime![s * elems + q * r];
+                            apply(&mut vr, &mut vi, at + e0, at + e1, twiddles, w, half_n);
+                        }
                     }
                 } else {
                     #[unroll]
                     for q in 0..instances {
                         let w = (outside_t | comptime![cfg.outside(gi, q * threads) | inside]) + stage_base;
-                        apply(&mut vr, &mut vi, q * r + e0, q * r + e1, twiddles, w, half_n);
+                        #[unroll]
+                        for s in 0..stack {
+                            let at = comptime![s * elems + q * r];
+                            apply(&mut vr, &mut vi, at + e0, at + e1, twiddles, w, half_n);
+                        }
                     }
                 }
             }
         }
         if comptime![gi == last && cfg.direct_store()] {
             // Straight to global memory: the five lowest column bits are the lanes.
+            let base_t = deposit_thread(t, cfg, gi);
             let row_t = first_row + (base_t >> log_n);
             let dst_t = row_t * n + (base_t & comptime![n - 1]);
             #[unroll]
-            for q in 0..instances {
-                let base_q = comptime![cfg.deposit(gi, q * threads)];
-                if row_t + comptime![base_q >> log_n] < batch {
-                    let dst = dst_t + comptime![(base_q >> log_n) * n + (base_q & (n - 1))];
-                    #[unroll]
-                    for e in 0..r {
-                        output[dst + comptime![e << b0]] = vr[q * r + e];
-                        output[plane + dst + comptime![e << b0]] = vi[q * r + e];
+            for s in 0..stack {
+                #[unroll]
+                for q in 0..instances {
+                    let base_q = comptime![cfg.deposit(gi, q * threads)];
+                    if row_t + comptime![(base_q >> log_n) + s * rows] < batch {
+                        let dst = dst_t + comptime![((base_q >> log_n) + s * rows) * n + (base_q & (n - 1))];
+                        #[unroll]
+                        for e in 0..r {
+                            output[dst + comptime![e << b0]] = vr[s * elems + q * r + e];
+                            output[plane + dst + comptime![e << b0]] = vi[s * elems + q * r + e];
+                        }
                     }
                 }
             }
-        } else {
+        } else if comptime![gi == last] {
+            // Through shared memory, a slab at a time: coalesced stores from its natural layout.
+            let slot_t = swizzled(t, cfg);
             #[unroll]
-            for q in 0..instances {
+            for s in 0..stack {
+                move_group(&mut s_re, &mut s_im, &mut vr, &mut vi, t, s, cfg, gi, false);
+                sync_cube();
+                let dst_t = (first_row + s * rows) * n + t;
                 #[unroll]
-                for e in 0..r {
-                    let slot = slot_t ^ comptime![cfg.swizzle(cfg.deposit(gi, q * threads) | (e << b0))];
-                    s_re[slot] = vr[q * r + e];
-                    s_im[slot] = vi[q * r + e];
+                for q in 0..elems {
+                    let dst = dst_t + comptime![q * threads];
+                    if dst < plane {
+                        let slot = slot_t ^ comptime![cfg.swizzle(q * threads)];
+                        output[dst] = s_re[slot];
+                        output[plane + dst] = s_im[slot];
+                    }
+                }
+                if comptime![s + 1 < stack] {
+                    sync_cube();
                 }
             }
-            sync_cube();
-        }
-    }
-
-    if comptime![!cfg.direct_store()] {
-        // The cube's rows are consecutive: element `t + q · threads` of the cube is at that
-        // offset from its first row's.
-        let dst_t = first_row * n + t;
-        let slot_t = swizzled(t, cfg);
-        #[unroll]
-        for q in 0..elems {
-            let dst = dst_t + comptime![q * threads];
-            if dst < plane {
-                let slot = slot_t ^ comptime![cfg.swizzle(q * threads)];
-                output[dst] = s_re[slot];
-                output[plane + dst] = s_im[slot];
+        } else {
+            // The exchange to the next group's layout, a slab at a time. Within one slab a thread
+            // writes (next group) exactly the slots it read, so one slab needs one barrier; the
+            // next slab's write needs the reads of this one done.
+            #[unroll]
+            for s in 0..stack {
+                move_group(&mut s_re, &mut s_im, &mut vr, &mut vi, t, s, cfg, gi, false);
+                sync_cube();
+                move_group(&mut s_re, &mut s_im, &mut vr, &mut vi, t, s, cfg, comptime![gi + 1], true);
+                if comptime![s + 1 < stack] {
+                    sync_cube();
+                }
             }
         }
     }
@@ -644,7 +731,7 @@ pub(crate) fn forward<R: CubeRuntime, F: FloatElement>(
     let n = 1usize << cfg.log_n;
     let tables = radix_twiddles::<R, F>(tw, cfg);
     let output = empty::<R, F>(&x.re, vec![2, batch, n]);
-    let cubes = batch.div_ceil(1 << cfg.log_rows);
+    let cubes = batch.div_ceil(cfg.cube_rows());
     // SAFETY: rows past the batch are masked; shared-memory indices stay below 2^log_cube
     // (the swizzle only permutes the lowest five bits), twiddle indices below the table's length.
     unsafe {
@@ -813,32 +900,44 @@ mod tests {
         // shared and per-instance twiddles, one group and several (every configuration is a
         // kernel of its own to compile, which costs seconds on a CPU device).
         use Order::{BitReversed as B, Natural as Nat, Table as T};
-        // The last field: the stages applied (fewer than log2 N: the backward's recompute).
+        // The fourth field: the stages applied (fewer than log2 N: the backward's recompute); the
+        // last: log2 of the slabs a cube stacks.
         let cases = [
-            (1, (3, 1), Nat, 1),
-            (3, (5, 3), B, 3),
-            (5, (3, 2), T, 5),
-            (6, (3, 3), B, 6),
-            (6, (5, 5), B, 6),
-            (8, (4, 4), T, 8),
-            (8, (2, 1), B, 8),
-            (8, (5, 3), B, 8),
-            (8, (3, 3), B, 4),
-            (10, (5, 3), B, 10),
-            (10, (4, 4), B, 10),
-            (10, (3, 2), T, 10),
-            (10, (5, 5), Nat, 10),
-            (10, (5, 4), B, 5),
-            (12, (4, 2), B, 12),
-            (12, (3, 3), Nat, 12),
-            (12, (5, 2), T, 6),
+            (1, (3, 1), Nat, 1, 0),
+            (3, (5, 3), B, 3, 0),
+            (5, (3, 2), T, 5, 0),
+            (6, (3, 3), B, 6, 0),
+            (6, (5, 5), B, 6, 0),
+            (8, (4, 4), T, 8, 0),
+            (8, (2, 1), B, 8, 0),
+            (8, (5, 3), B, 8, 0),
+            (8, (3, 3), B, 4, 0),
+            (10, (5, 3), B, 10, 0),
+            (10, (4, 4), B, 10, 0),
+            (10, (3, 2), T, 10, 0),
+            (10, (5, 5), Nat, 10, 0),
+            (10, (5, 4), B, 5, 0),
+            (12, (4, 2), B, 12, 0),
+            (12, (3, 3), Nat, 12, 0),
+            (12, (5, 2), T, 6, 0),
+            (8, (4, 2), B, 8, 0),
+            (12, (5, 2), B, 12, 0),
+            (12, (3, 3), B, 12, 2),
+            (12, (4, 4), Nat, 12, 1),
+            (12, (4, 2), B, 6, 1),
+            (10, (4, 2), T, 10, 1),
+            (8, (3, 3), B, 4, 1),
+            (6, (3, 3), B, 6, 3),
         ];
         let mut checked = 0;
-        for (log_n, elems, order, stages) in cases {
+        for (log_n, elems, order, stages, log_stack) in cases {
             let n = 1usize << log_n;
             let Some(cfg) = RadixConfig::with_elems(n, 4, units, shared, order, elems) else { continue };
-            let cfg = cfg.first_stages(stages);
-            let batch = (1 << cfg.log_rows) + 3;
+            let cfg = cfg.first_stages(stages).stacked(log_stack);
+            // A full cube, and a partial one: with slabs, half of them and half a slab more (the
+            // rest past the batch).
+            let rows = 1 << cfg.log_rows;
+            let batch = if log_stack == 0 { rows + 3 } else { cfg.cube_rows() * 3 / 2 + rows / 2 + 1 };
             let x: Vec<Vec<f64>> = (0..2).map(|_| (0..batch * n).map(|_| uniform()).collect()).collect();
             let tw: Vec<Vec<f64>> = (0..2).map(|_| (0..log_n * n * 2).map(|_| uniform()).collect()).collect();
             let gather: Vec<usize> = match order {

@@ -210,6 +210,7 @@ impl FrameConfig {
             log_rows: self.rows.trailing_zeros() as usize,
             log_elems: self.log_elems,
             log_group: self.log_elems,
+            log_stack: 0,
             order: Order::Natural,
             stages: self.log_w,
         }
