@@ -15,6 +15,9 @@ use serde_json::json;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
+/// The kernel lengths `bench conv` times by default (those no longer than the signal).
+const DEFAULT_CONV_KERNELS: [usize; 7] = [16, 32, 64, 128, 256, 512, 1024];
+
 #[derive(Parser)]
 #[command(name = "learned-fft", version, about = "Learn the FFT as a butterfly network on Burn")]
 struct Cli {
@@ -285,9 +288,10 @@ enum BenchCommand {
     },
     /// FftConv1d (exact FFT) against Burn's direct conv1d, forward, for several kernel lengths.
     Conv {
-        /// Kernel lengths, comma-separated.
-        #[arg(long, value_delimiter = ',', default_value = "16,32,64,128,256,512,1024")]
-        kernels: Vec<usize>,
+        /// Kernel lengths, comma-separated [default: 16,32,64,128,256,512,1024, those no longer
+        /// than the signal].
+        #[arg(long, value_delimiter = ',')]
+        kernels: Option<Vec<usize>>,
         /// Samples per signal (with K ≤ 1024, N = 4096: the largest fused butterfly).
         #[arg(long, default_value_t = 2048, value_parser = positive())]
         length: usize,
@@ -496,6 +500,10 @@ fn run(cli: Cli) -> learned_fft::Result<serde_json::Value> {
             Ok(json!({ "sweep": rows }))
         }
         Command::Bench(BenchCommand::Conv { kernels, length, channels, batch, warmup, iters }) => {
+            // The default lengths stop at the signal's; lengths given are taken as they are (and
+            // one longer than the signal is refused by the layer, naming it).
+            let kernels =
+                kernels.unwrap_or_else(|| DEFAULT_CONV_KERNELS.iter().copied().filter(|&k| k <= length).collect());
             let r = dispatch(kind, precision, ConvBench { kernels, length, channels, batch, warmup, iters })?;
             for row in &r.rows {
                 eprintln!(

@@ -409,6 +409,13 @@ impl BackendTask for ConvBench {
         if l == 0 || c == 0 || batch == 0 {
             return Err(Error::invalid("bench conv", "length, channels and batch ≥ 1", format!("{l}, {c}, {batch}")));
         }
+        if self.kernels.is_empty() {
+            return Err(Error::invalid(
+                "bench conv",
+                format!("a kernel length of at most the signal's {l} samples"),
+                "none",
+            ));
+        }
         let float = std::mem::size_of::<B::FloatElem>();
         let needed = memory::product(&[batch, c, l.checked_next_power_of_two().unwrap_or(usize::MAX), 16, float]);
         memory::ensure("bench conv", || format!("{batch} × {c} channels × {l} samples"), needed)?;

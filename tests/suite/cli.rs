@@ -73,6 +73,23 @@ fn counts_of_zero_are_refused() {
 }
 
 #[test]
+fn bench_conv_defaults_stop_at_the_signal_length() {
+    let small = ["--backend", "ndarray", "bench", "conv", "--channels", "1", "--batch", "1", "--warmup", "0"];
+    let with = |rest: &[&'static str]| -> Vec<&'static str> { small.iter().chain(rest).copied().collect() };
+    let out = run(&with(&["--length", "64", "--iters", "1"]), &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let kernels: Vec<u64> = last_json(&out)["rows"]
+        .as_array()
+        .map(|rows| rows.iter().filter_map(|r| r["kernel"].as_u64()).collect())
+        .unwrap_or_default();
+    assert_eq!(kernels, [16, 32, 64], "the default lengths up to the signal's");
+    // Lengths given are taken as given: one longer than the signal is named in the error.
+    refused(&with(&["--length", "64", "--kernels", "128"]), &[], &["fft_conv1d", "128"]);
+    // No default length fits a signal of 8 samples.
+    refused(&with(&["--length", "8"]), &[], &["bench conv", "8 samples"]);
+}
+
+#[test]
 fn the_backend_flag_beats_the_environment_variable() {
     let bogus = [("LEARNED_FFT_BACKEND", "bogus")];
     let out = run(&["--backend", "ndarray", "backend"], &bogus);
