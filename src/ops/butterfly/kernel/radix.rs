@@ -66,7 +66,10 @@ pub(crate) const LOG_GROUP_VAR: &str = "LEARNED_FFT_RADIX_LOG_GROUP";
 /// 4096 four rows of 8 elements a thread in groups of 3 stages share each twiddle block (1283
 /// GB/s against 1033 for one row of 32 in groups of 2, fwd+bwd back to back 2.64 against 2.82 ms
 /// at batch 8192; two slabs: 1077-1167). Stacking lost at N = 256 (2374 → 2176) and 1024 (1960 →
-/// 1771 at best), and through Vulkan it was within the spread at 1024 and 4096.
+/// 1771 at best). Through Vulkan (wgpu, H100, two rounds of one call, forward back to back, GB/s)
+/// two slabs of 8 elements in groups of 3 gained at N = 256 (1246–1261 → 1341–1363) and 4096
+/// (749–750 → 819–826), and were within the spread at 1024 (939–957 → 910–918; groups of 2 on
+/// two slabs 974–998).
 pub(crate) fn default_log_elems(runtime: &str, n: usize) -> Option<(usize, usize, usize)> {
     match (runtime, n) {
         ("cuda", ..=64) => Some((4, 4, 0)),
@@ -74,6 +77,7 @@ pub(crate) fn default_log_elems(runtime: &str, n: usize) -> Option<(usize, usize
         ("cuda", 1024..=2048) => Some((5, 4, 0)),
         ("cuda", 4096) => Some((3, 3, 2)),
         ("cuda", _) => Some((5, 2, 0)),
+        (_, 256 | 4096) => Some((3, 3, 1)),
         _ => Some((3, 3, 0)),
     }
 }
