@@ -388,17 +388,9 @@ fn reversed(i: usize, bits: usize) -> usize {
     i.reverse_bits() >> (usize::BITS as usize - bits)
 }
 
-/// `bits`-bit reversal of a comptime value, any `bits` (0 for none).
-fn reversed_or_zero(i: usize, bits: usize) -> usize {
-    if bits == 0 {
-        0
-    } else {
-        reversed(i, bits)
-    }
-}
-
-/// Slab `s`'s elements of group `gi`'s instances for thread `t` (registers `s · elems + q · r +
-/// e`): from shared memory to the registers where `load`, else back.
+/// Slab `s`'s elements of group `gi`'s instances for the thread whose first slot is `slot_t`
+/// (registers `s · elems + q · r + e`): from shared memory to the registers where `load`, else
+/// back.
 #[cube]
 #[allow(clippy::too_many_arguments)]
 fn move_group<F: Float>(
@@ -406,7 +398,7 @@ fn move_group<F: Float>(
     s_im: &mut SharedMemory<F>,
     vr: &mut Array<F>,
     vi: &mut Array<F>,
-    t: usize,
+    slot_t: usize,
     #[comptime] s: usize,
     #[comptime] cfg: RadixConfig,
     #[comptime] gi: usize,
@@ -416,7 +408,6 @@ fn move_group<F: Float>(
     let elems = comptime![1usize << cfg.log_elems];
     let b0 = comptime![cfg.group(gi).0];
     let r = comptime![1usize << cfg.group(gi).1];
-    let slot_t = swizzled(deposit_thread(t, cfg, gi), cfg);
     #[unroll]
     for q in 0..comptime![cfg.instances(gi)] {
         #[unroll]
@@ -505,6 +496,7 @@ pub(crate) fn butterfly_radix_kernel<F: Float>(
         if comptime![cfg.order == Order::BitReversed] {
             slot_t = swizzled((t >> log_n << log_n) | reverse_bits(t & comptime![n - 1], log_n), cfg);
         }
+        let slot0 = swizzled(deposit_thread(t, cfg, comptime![0usize]), cfg);
         #[unroll]
         for s in 0..stack {
             let src_t = (first_row + s * rows) * n + t;
@@ -524,14 +516,13 @@ pub(crate) fn butterfly_radix_kernel<F: Float>(
                     slot = swizzled((index >> log_n << log_n) | i, cfg);
                 } else if comptime![cfg.order == Order::BitReversed] {
                     let c = comptime![q * threads];
-                    slot =
-                        slot_t ^ comptime![cfg.swizzle((c >> log_n << log_n) | reversed_or_zero(c & (n - 1), log_n))];
+                    slot = slot_t ^ comptime![cfg.swizzle((c >> log_n << log_n) | reversed(c & (n - 1), log_n))];
                 }
                 s_re[slot] = re;
                 s_im[slot] = im;
             }
             sync_cube();
-            move_group(&mut s_re, &mut s_im, &mut vr, &mut vi, t, s, cfg, comptime![0usize], true);
+            move_group(&mut s_re, &mut s_im, &mut vr, &mut vi, slot0, s, cfg, comptime![0usize], true);
             if comptime![s + 1 < stack] {
                 // The next slab's load overwrites slots other threads may still read.
                 sync_cube();
@@ -546,8 +537,11 @@ pub(crate) fn butterfly_radix_kernel<F: Float>(
         let r = comptime![1usize << g];
         let instances = comptime![cfg.instances(gi)];
         let shares = comptime![cfg.shares_twiddles(gi)];
-        // The twiddle address of the thread's first instance; instance q adds a constant.
+        // The twiddle address and shared-memory slot of the thread's first instance; instance q
+        // adds a constant to each.
         let outside_t = outside_address(t, cfg, gi);
+        let base_g = deposit_thread(t, cfg, gi);
+        let slot_g = swizzled(base_g, cfg);
         #[unroll]
         for st in 0..g {
             let stage = comptime![b0 + st];
@@ -583,9 +577,8 @@ pub(crate) fn butterfly_radix_kernel<F: Float>(
         }
         if comptime![gi == last && cfg.direct_store()] {
             // Straight to global memory: the five lowest column bits are the lanes.
-            let base_t = deposit_thread(t, cfg, gi);
-            let row_t = first_row + (base_t >> log_n);
-            let dst_t = row_t * n + (base_t & comptime![n - 1]);
+            let row_t = first_row + (base_g >> log_n);
+            let dst_t = row_t * n + (base_g & comptime![n - 1]);
             #[unroll]
             for s in 0..stack {
                 #[unroll]
@@ -606,7 +599,7 @@ pub(crate) fn butterfly_radix_kernel<F: Float>(
             let slot_t = swizzled(t, cfg);
             #[unroll]
             for s in 0..stack {
-                move_group(&mut s_re, &mut s_im, &mut vr, &mut vi, t, s, cfg, gi, false);
+                move_group(&mut s_re, &mut s_im, &mut vr, &mut vi, slot_g, s, cfg, gi, false);
                 sync_cube();
                 let dst_t = (first_row + s * rows) * n + t;
                 #[unroll]
@@ -626,11 +619,12 @@ pub(crate) fn butterfly_radix_kernel<F: Float>(
             // The exchange to the next group's layout, a slab at a time. Within one slab a thread
             // writes (next group) exactly the slots it read, so one slab needs one barrier; the
             // next slab's write needs the reads of this one done.
+            let slot_next = swizzled(deposit_thread(t, cfg, comptime![gi + 1]), cfg);
             #[unroll]
             for s in 0..stack {
-                move_group(&mut s_re, &mut s_im, &mut vr, &mut vi, t, s, cfg, gi, false);
+                move_group(&mut s_re, &mut s_im, &mut vr, &mut vi, slot_g, s, cfg, gi, false);
                 sync_cube();
-                move_group(&mut s_re, &mut s_im, &mut vr, &mut vi, t, s, cfg, comptime![gi + 1], true);
+                move_group(&mut s_re, &mut s_im, &mut vr, &mut vi, slot_next, s, cfg, comptime![gi + 1], true);
                 if comptime![s + 1 < stack] {
                     sync_cube();
                 }
