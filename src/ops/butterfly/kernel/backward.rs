@@ -12,18 +12,35 @@ use crate::ops::cubecl::empty;
 use cubecl::{prelude::*, CubeDim};
 
 use super::forward::{
-    launch_pass, line_element, load_lines, permuted, planar_split, radix_config, slot_of, swizzled, swizzled_pair,
-    twiddle_of,
+    launch_pass, line_element, permuted, planar_split, radix_config, slot_of, swizzled, swizzled_pair, twiddle_of,
 };
 use super::radix;
 use super::{
-    device_backward_passes, has_plane_barrier, reverse_bits, InputOrder, Order, Pass, PassConfig, Split, SplitInput,
-    TwiddleTables, MAX_PARTIAL_BYTES,
+    device_backward_passes, env_override, has_plane_barrier, reverse_bits, InputOrder, Order, Pass, PassConfig, Split,
+    SplitInput, TwiddleTables, MAX_PARTIAL_BYTES,
 };
 use crate::ops::cubecl::grid;
 
 /// Cubes of the backward launch, at most: each loops over its share of the lines.
 const MAX_BACKWARD_CUBES: usize = 1024;
+/// The environment variable that overrides [`max_backward_cubes`] (for comparisons).
+const BACKWARD_CUBES_VAR: &str = "LEARNED_FFT_BACKWARD_CUBES";
+
+/// Cubes of a backward launch at size `n` on `runtime` with `sms` multiprocessors, at most.
+/// Fewer cubes each loop over more chunks (its next chunk's loads overlap the current one) and
+/// write fewer partial twiddle gradients for the sum to read. Measured on an H100 (132 SMs,
+/// CUDA, fwd+bwd at batch 16384 back to back, two processes, ms, cubes 264 / 396 / 528 / 792 /
+/// 1024 / 2048): N = 256 0.243–0.298 / 0.265–0.272 / 0.240–0.247 / 0.252–0.290 / 0.269–0.275 /
+/// 0.310–0.320, N = 1024 1.14 / 1.01 / 0.951–0.953 / 1.04–1.05 / 0.988–0.990 / 1.04–1.06, N =
+/// 4096 4.82–4.83 / 4.474 (both) / 4.86–4.87 / 4.59–4.61 / 4.68–4.71 / 4.69–4.70: four cubes
+/// per SM up to N = 1024, three at 4096. Other sizes and runtimes keep [`MAX_BACKWARD_CUBES`].
+fn max_backward_cubes(runtime: &str, n: usize, sms: Option<u32>) -> usize {
+    match (runtime, n, sms) {
+        ("cuda", ..=1024, Some(sms)) if sms > 0 => 4 * sms as usize,
+        ("cuda", 4096, Some(sms)) if sms > 0 => 3 * sms as usize,
+        _ => MAX_BACKWARD_CUBES,
+    }
+}
 
 /// Where a (cube, line slot)'s partial twiddle gradient goes. Every line slot of a cube sees
 /// lines of one residue `g` (mod lines per row `G`) only (the cube count is a multiple of
@@ -51,10 +68,70 @@ fn stage_sync(#[comptime] between: bool, #[comptime] cfg: PassConfig) {
     }
 }
 
+/// The thread's slots `q` (elements `t + q · threads` of the cube's lines, [`slot_of`]) of the
+/// chunk of lines from `first_line`, read from `input` into registers: the pass's input permuted
+/// where `gather` (the first pass's order), the output gradient as it lies otherwise. Rows past
+/// the batch, and a part (re, im) not in `parts`, read as zeros.
+#[cube]
+#[allow(clippy::too_many_arguments)]
+fn fetch<F: Float>(
+    input: &SplitInput<F>,
+    order: &Array<u32>,
+    re: &mut Array<F>,
+    im: &mut Array<F>,
+    first_line: usize,
+    batch: usize,
+    #[comptime] gather: bool,
+    #[comptime] parts: (bool, bool),
+    #[comptime] cfg: PassConfig,
+) {
+    let threads = comptime![cfg.threads];
+    #[unroll]
+    for q in 0..comptime![cfg.rows * (1usize << cfg.log_local) / cfg.threads] {
+        let (l, j) = slot_of(UNIT_POS_X as usize + q * threads, cfg);
+        let (row, i) = line_element(first_line + l, j, cfg);
+        let mut col = i;
+        if comptime![gather] {
+            col = permuted(i, order, cfg);
+        }
+        let src = row * comptime![1usize << cfg.log_n] + col;
+        re[q] = F::new(0.0);
+        im[q] = F::new(0.0);
+        if row < batch {
+            if comptime![parts.0] {
+                re[q] = input.re[src];
+            }
+            if comptime![parts.1] {
+                im[q] = input.im[input.im_offset as usize + src];
+            }
+        }
+    }
+}
+
+/// Writes the thread's slots (as [`fetch`] read them) to their places in shared memory.
+#[cube]
+fn deposit<F: Float>(
+    s_re: &mut SharedMemory<F>,
+    s_im: &mut SharedMemory<F>,
+    re: &Array<F>,
+    im: &Array<F>,
+    #[comptime] cfg: PassConfig,
+) {
+    let threads = comptime![cfg.threads];
+    #[unroll]
+    for q in 0..comptime![cfg.rows * (1usize << cfg.log_local) / cfg.threads] {
+        let (l, j) = slot_of(UNIT_POS_X as usize + q * threads, cfg);
+        let at = swizzled((l << comptime![cfg.log_local]) + j, cfg);
+        s_re[at] = re[q];
+        s_im[at] = im[q];
+    }
+}
+
 /// Each cube loops over line chunks `c, c + cubes, …`; each thread loads its twiddle blocks once,
 /// before the loop (they are the same for every chunk). Per chunk: load x (permuted on the first
-/// pass), run the pass's forward stages keeping every stage's input in registers, load
-/// the output gradient, run the stages backwards accumulating the twiddle gradient in
+/// pass; fetched into registers while the previous chunk ran), run the pass's forward stages
+/// keeping every stage's input in registers, load the output gradient (fetched while the
+/// forward stages ran), run the stages backwards accumulating the twiddle gradient in
 /// registers, and store the input gradient (un-permuted). At the end each (cube, line slot)
 /// writes its partial twiddle gradient.
 #[cube(launch_unchecked)]
@@ -119,11 +196,33 @@ pub(crate) fn butterfly_backward_kernel<F: Float>(
     }
     let plane = batch * n;
     let chunks = (batch * lines_per_row).div_ceil(rows);
+    // The next chunk's input and output gradient, fetched into registers one phase ahead (x
+    // while this chunk runs, its gradient while this chunk's backward stages run), so the
+    // global loads' latency overlaps the stages instead of stalling the cube between chunks.
+    let slots = comptime![2 * per_thread];
+    let mut xr = Array::<F>::new(slots);
+    let mut xi = Array::<F>::new(slots);
+    let mut gr = Array::<F>::new(slots);
+    let mut gi = Array::<F>::new(slots);
+    fetch(x, order, &mut xr, &mut xi, cube * rows, batch, true, comptime![(true, true)], cfg);
+    fetch(
+        grad_out,
+        order,
+        &mut gr,
+        &mut gi,
+        cube * rows,
+        batch,
+        false,
+        comptime![(cfg.grad_parts[0], cfg.grad_parts[1])],
+        cfg,
+    );
 
     let mut chunk = cube;
     while chunk < chunks {
         let first_line = chunk * rows;
-        load_lines(x, order, &mut s_re, &mut s_im, first_line, batch, cfg);
+        let next_line = first_line + cubes * rows;
+        deposit(&mut s_re, &mut s_im, &xr, &xi, cfg);
+        fetch(x, order, &mut xr, &mut xi, next_line, batch, true, comptime![(true, true)], cfg);
         sync_cube();
 
         #[unroll]
@@ -156,24 +255,18 @@ pub(crate) fn butterfly_backward_kernel<F: Float>(
             stage_sync(comptime![s + 1 < log_local], cfg);
         }
 
-        #[unroll]
-        for q in 0..comptime![2 * per_thread] {
-            let (l, j) = slot_of(t + q * threads, cfg);
-            let (row, i) = line_element(first_line + l, j, cfg);
-            let mut gr = F::new(0.0);
-            let mut gi = F::new(0.0);
-            if row < batch {
-                if comptime![cfg.grad_parts[0]] {
-                    gr = grad_out.re[row * n + i];
-                }
-                if comptime![cfg.grad_parts[1]] {
-                    gi = grad_out.im[grad_out.im_offset as usize + row * n + i];
-                }
-            }
-            let at = swizzled(l * local + j, cfg);
-            s_re[at] = gr;
-            s_im[at] = gi;
-        }
+        deposit(&mut s_re, &mut s_im, &gr, &gi, cfg);
+        fetch(
+            grad_out,
+            order,
+            &mut gr,
+            &mut gi,
+            next_line,
+            batch,
+            false,
+            comptime![(cfg.grad_parts[0], cfg.grad_parts[1])],
+            cfg,
+        );
         sync_cube();
 
         #[unroll]
@@ -340,7 +433,11 @@ fn backward_pass<R: CubeRuntime, F: FloatElement>(
     // A multiple of the cube groups, so each line slot of a cube sees one residue.
     let cube_groups = (lines_per_row / rows).max(1);
     let chunks = (batch * lines_per_row).div_ceil(rows);
-    let cubes = chunks.min(MAX_BACKWARD_CUBES).min(MAX_PARTIAL_BYTES / slot_bytes).max(cube_groups);
+    static CUBES: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
+    let sms = client.properties().hardware.num_streaming_multiprocessors;
+    let max_cubes =
+        env_override(&CUBES, BACKWARD_CUBES_VAR).unwrap_or_else(|| max_backward_cubes(R::name(&client), n, sms)).max(1);
+    let cubes = chunks.min(max_cubes).min(MAX_PARTIAL_BYTES / slot_bytes).max(cube_groups);
     let cubes = cubes / cube_groups * cube_groups;
     let per_g = (cubes / cube_groups) * (rows / lines_per_row).max(1);
     let grad_x = empty::<R, F>(&x.re, vec![2, batch, n]);
