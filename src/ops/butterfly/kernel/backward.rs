@@ -21,7 +21,8 @@ use super::{
 };
 use crate::ops::cubecl::grid;
 
-/// Cubes of the backward launch, at most: each loops over its share of the lines.
+/// Cubes of the backward launch, at most, where [`max_backward_cubes`] has no measured count:
+/// each loops over its share of the lines.
 const MAX_BACKWARD_CUBES: usize = 1024;
 /// The environment variable that overrides [`max_backward_cubes`] (for comparisons).
 const BACKWARD_CUBES_VAR: &str = "LEARNED_FFT_BACKWARD_CUBES";
