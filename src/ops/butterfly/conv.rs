@@ -9,9 +9,9 @@
 //! - here, and `fft_conv_reference` in the slice's `mod.rs`: the tensor-op twin, three
 //!   butterflies (fused where the backend has kernels) and the spectrum product as tensor ops;
 //!   any backend, its gradient from Burn's autodiff.
-//! - `kernel/conv.rs`: the fused forward for CubeCL backends without autodiff (inference): one
-//!   launch for the taps' spectra, one for the convolution (both transforms and the product
-//!   on-chip). Under autodiff the reference runs, so every path that records a graph has its
+//! - `kernel/conv.rs`: the fused forward for CubeCL backends without autodiff (inference): after
+//!   a small launch that relays the twiddles, one launch for the taps' spectra and one for the
+//!   convolution (both transforms and the product on-chip, the stages register-resident). Under autodiff the reference runs, so every path that records a graph has its
 //!   backward.
 //!
 //! The dispatch is `ButterflyOps::butterfly_conv`.

@@ -86,7 +86,7 @@ pub trait ButterflyOps: Backend {
     /// channels, L]` with the taps `weight` `[channels, K]` and `bias` `[channels]`, zero-padded to
     /// `n` → `[batch, channels, out_len]`. Default: the tensor-op reference
     /// ([`fft_conv_reference`]), whose gradient comes
-    /// from Burn's autodiff; CubeCL backends without autodiff run it fused (two launches). The
+    /// from Burn's autodiff; CubeCL backends without autodiff run it fused (three launches). The
     /// caller checks the shapes (`L, K, out_len ≤ n`, `tw_*` of size `n`).
     #[allow(clippy::too_many_arguments)]
     fn butterfly_conv(

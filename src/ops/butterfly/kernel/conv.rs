@@ -1,39 +1,46 @@
-//! The fused FFT convolution forward (CubeCL backends without autodiff): one launch transforms
-//! every channel's taps, one more convolves every row with both transforms on-chip.
+//! The fused FFT convolution forward (CubeCL backends without autodiff): after a small launch
+//! that relays the twiddles, one launch transforms every channel's taps, one more convolves every
+//! row with both transforms on-chip.
 //!
-//! A cube holds one zero-padded row of N complex values in shared memory (N ≤ 4096 in f32:
-//! 32 KiB, Metal's limit) and runs the butterfly's stages there, one barrier per stage, its
-//! threads stepping over the stage's N/2 blocks; twiddles are read from the layer's tables
-//! (`[log2 N, N/2, 2, 2]`, contiguous) through the cache. The input permutation is applied as the
-//! row is loaded (bit reversal computed, a gather read from its table). The convolution kernel
-//! keeps the spectrum product in registers between its two transforms: each thread reads the
-//! values that its slots of the second transform gather, multiplies them by the taps' spectrum,
-//! and writes their conjugates after a barrier. One launch per call is what a small convolution
-//! costs (the reference path takes some twenty tensor operations), which is where the time of
-//! such calls goes.
+//! A cube holds one zero-padded row of N complex values (N ≤ 4096 in f32: 32 KiB of shared
+//! memory, Metal's limit) and runs the butterfly's stages register-resident, as the forward's
+//! [`super::radix`] kernel does for one row: each thread holds `2^e` elements and runs groups of up to
+//! `e` stages on them, the row crossing the (bank-conflict-free, swizzled) shared memory once
+//! between groups instead of once per stage, the twiddles read from tables relaid so a warp's
+//! loads are whole lines. The input permutation is applied as the row is loaded (bit reversal
+//! straight from global memory into registers, other orders through shared memory). Between its
+//! two transforms the convolution kernel stores the spectrum to shared memory and gathers it back
+//! permuted into the first group's registers, where it multiplies it by the taps' spectrum, which
+//! the taps kernel wrote in exactly that register order (so those reads are coalesced). Three
+//! launches per call are what a small convolution costs (the reference path takes some twenty
+//! tensor operations), which is where the time of such calls goes.
 
 use burn_cubecl::{kernel::into_contiguous, tensor::CubeTensor, CubeRuntime, FloatElement};
 use cubecl::{prelude::*, CubeDim};
 
-use super::{reverse_bits, InputOrder, Order};
-use crate::ops::cubecl::{empties, floor_pow2, grid};
+use super::radix::{
+    deposit_thread, exchange, group_stages, move_group, radix_twiddles, reversed, swizzled, RadixConfig,
+};
+use super::{env_override, reverse_bits, InputOrder, Order, TwiddleTables};
+use crate::ops::cubecl::{empties, grid};
 
 /// Shared memory a cube fills at most (Metal's limit, which every wgpu and CUDA device offers).
 const SHARED_BUDGET: usize = 32 << 10;
-/// Threads per cube at most (each steps over `N/2 / threads` blocks per stage): a small call's
-/// time is the stages' latency (one cube per row, one barrier per stage), so a cube takes as
-/// many threads as the device allows, up to one per block.
-const MAX_THREADS: usize = 1024;
+/// log2 of the elements a thread holds and the most stages per group, by default: 8 elements in
+/// groups of 2 stages (512 threads at N = 4096, two instances a group, six groups a transform).
+/// Nsight Compute on an H100 (16 × 8 rows of 2048 samples, N = 4096; taps + convolution kernel,
+/// µs): 4 elements in groups of 2 32 + 24, 8 in groups of 2 18 + 28, 8 in groups of 3 29 + 31,
+/// 16 in groups of 2 44 + 46, 16 in groups of 4 41 + 58, 32 in groups of 5 103 + 93.
+const DEFAULT_LOG_ELEMS: (usize, usize) = (3, 2);
+/// The environment variables that override [`DEFAULT_LOG_ELEMS`] (for comparisons).
+const LOG_ELEMS_VAR: &str = "LEARNED_FFT_CONV_LOG_ELEMS";
+const LOG_GROUP_VAR: &str = "LEARNED_FFT_CONV_LOG_GROUP";
 
 /// What the kernels are compiled for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct ConvConfig {
-    /// log2 N.
-    pub log_n: usize,
-    /// Threads per cube (a power of two ≤ N/2).
-    pub threads: usize,
-    /// How the butterfly orders its input.
-    pub order: Order,
+    /// The register-resident mapping of one row per cube.
+    pub radix: RadixConfig,
     /// Whether a bias is added.
     pub bias: bool,
 }
@@ -42,11 +49,15 @@ impl ConvConfig {
     /// The configuration for size `n` on a device with `max_units` threads and `max_shared`
     /// bytes per cube, in `elem`-byte floats; `None` where a row does not fit a cube.
     pub fn new(n: usize, elem: usize, max_units: usize, max_shared: usize, order: Order, bias: bool) -> Option<Self> {
-        if !n.is_power_of_two() || n < 2 || 2 * n * elem > SHARED_BUDGET.min(max_shared) || max_units == 0 {
+        static LOG_ELEMS: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
+        static LOG_GROUP: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
+        if !n.is_power_of_two() || n < 2 || 2 * n * elem > SHARED_BUDGET.min(max_shared) {
             return None;
         }
-        let threads = (n / 2).min(MAX_THREADS).min(floor_pow2(max_units));
-        Some(ConvConfig { log_n: n.trailing_zeros() as usize, threads, order, bias })
+        let log_elems = env_override(&LOG_ELEMS, LOG_ELEMS_VAR).unwrap_or(DEFAULT_LOG_ELEMS.0);
+        let log_group = env_override(&LOG_GROUP, LOG_GROUP_VAR).unwrap_or(DEFAULT_LOG_ELEMS.1);
+        let radix = RadixConfig::single_row(n, order, (log_elems, log_group))?;
+        (radix.threads() <= max_units).then_some(ConvConfig { radix, bias })
     }
 }
 
@@ -58,21 +69,10 @@ pub fn conv_supported<R: CubeRuntime, F: FloatElement>(n: usize, device: &R::Dev
     ConvConfig::new(n, core::mem::size_of::<F>(), units, props.max_shared_memory_size, Order::Natural, false).is_some()
 }
 
-/// Slot `i` of the permuted row: the source index `g[i]` (`y[i] = x[g[i]]`).
+/// Loads the real row `values[start … start + len]`, zero-padded to N and permuted, into the
+/// first group's registers (imaginary parts zero).
 #[cube]
-fn source(i: usize, order: &Array<u32>, #[comptime] cfg: ConvConfig) -> usize {
-    let mut j = i;
-    if comptime![cfg.order == Order::BitReversed] {
-        j = reverse_bits(i, cfg.log_n);
-    } else if comptime![cfg.order == Order::Table] {
-        j = order[i] as usize;
-    }
-    j
-}
-
-/// Loads the real row `values[start … start + len]`, zero-padded to N and permuted, into shared
-/// memory (imaginary part zero).
-#[cube]
+#[allow(clippy::too_many_arguments)]
 fn load_real<F: Float>(
     values: &Array<F>,
     start: usize,
@@ -80,84 +80,158 @@ fn load_real<F: Float>(
     order: &Array<u32>,
     s_re: &mut SharedMemory<F>,
     s_im: &mut SharedMemory<F>,
-    #[comptime] cfg: ConvConfig,
+    vr: &mut Array<F>,
+    vi: &mut Array<F>,
+    #[comptime] cfg: RadixConfig,
 ) {
-    let n = comptime![1usize << cfg.log_n];
+    let log_n = comptime![cfg.log_n];
+    let n = comptime![1usize << log_n];
+    let threads = comptime![cfg.threads()];
     let t = UNIT_POS_X as usize;
-    #[unroll]
-    for q in 0..comptime![n / cfg.threads] {
-        let i = t + q * comptime![cfg.threads];
-        let j = source(i, order, cfg);
-        let mut v = F::new(0.0);
-        if j < len {
-            v = values[start + j];
-        }
-        s_re[i] = v;
-        s_im[i] = F::new(0.0);
-    }
-    sync_cube();
-}
-
-/// Every stage of the butterfly on the row in shared memory (its input permuted already).
-#[cube]
-fn stages<F: Float>(
-    s_re: &mut SharedMemory<F>,
-    s_im: &mut SharedMemory<F>,
-    tw_re: &Array<F>,
-    tw_im: &Array<F>,
-    #[comptime] cfg: ConvConfig,
-) {
-    let half = comptime![1usize << (cfg.log_n - 1)];
-    let t = UNIT_POS_X as usize;
-    for s in 0..comptime![cfg.log_n] {
-        let low = (1usize << s) - 1;
+    if comptime![cfg.direct_load()] {
+        // Element e of instance q sits at column rev(base | e) = rev(base_t) | rev(const): the
+        // lanes are the highest column bits, so consecutive lanes read consecutive samples.
+        let r = comptime![1usize << cfg.group(0).1];
+        let src_t = reverse_bits(deposit_thread(t, cfg, comptime![0usize]), log_n);
         #[unroll]
-        for q in 0..comptime![half / cfg.threads] {
-            let k = t + q * comptime![cfg.threads];
-            let i0 = ((k >> s) << (s + 1)) | (k & low);
-            let i1 = i0 + (1usize << s);
-            let w = (s * half + k) * 4;
-            let (t00r, t01r, t10r, t11r) = (tw_re[w], tw_re[w + 1], tw_re[w + 2], tw_re[w + 3]);
-            let (t00i, t01i, t10i, t11i) = (tw_im[w], tw_im[w + 1], tw_im[w + 2], tw_im[w + 3]);
-            let (ar, ai, br, bi) = (s_re[i0], s_im[i0], s_re[i1], s_im[i1]);
-            s_re[i0] = t00r * ar - t00i * ai + t01r * br - t01i * bi;
-            s_im[i0] = t00r * ai + t00i * ar + t01r * bi + t01i * br;
-            s_re[i1] = t10r * ar - t10i * ai + t11r * br - t11i * bi;
-            s_im[i1] = t10r * ai + t10i * ar + t11r * bi + t11i * br;
+        for q in 0..comptime![cfg.instances(0)] {
+            #[unroll]
+            for e in 0..r {
+                let j = src_t + comptime![reversed(cfg.deposit(0, q * threads) | e, log_n)];
+                let mut v = F::new(0.0);
+                if j < len {
+                    v = values[start + j];
+                }
+                vr[q * r + e] = v;
+                vi[q * r + e] = F::new(0.0);
+            }
+        }
+    } else {
+        // Coalesced reads, each sample written to the slot of its permuted position.
+        let mut slot_t = swizzled(t, cfg);
+        if comptime![cfg.order == Order::BitReversed] {
+            slot_t = swizzled(reverse_bits(t, log_n), cfg);
+        }
+        #[unroll]
+        for q in 0..comptime![1usize << cfg.log_elems] {
+            let j = t + comptime![q * threads];
+            let mut v = F::new(0.0);
+            if j < len {
+                v = values[start + j];
+            }
+            let mut slot = slot_t ^ comptime![cfg.swizzle(q * threads)];
+            if comptime![cfg.order == Order::Table] {
+                slot = swizzled(order[n + j] as usize, cfg);
+            } else if comptime![cfg.order == Order::BitReversed] {
+                slot = slot_t ^ comptime![cfg.swizzle(reversed(q * threads, log_n))];
+            }
+            s_re[slot] = v;
+            s_im[slot] = F::new(0.0);
         }
         sync_cube();
+        let slot0 = swizzled(deposit_thread(t, cfg, comptime![0usize]), cfg);
+        move_group(s_re, s_im, vr, vi, slot0, comptime![0usize], cfg, comptime![0usize], true);
     }
 }
 
-/// One cube per channel: `spectrum[c] = scale · F (taps[c] zero-padded)`, packed `[2, channels,
-/// N]` (re, then im at `plane`).
+/// Every stage of the butterfly on the row in registers: from the first group's layout to the
+/// last group's, the twiddles read from `base` on in the tables.
+#[cube]
+fn transform<F: Float>(
+    s_re: &mut SharedMemory<F>,
+    s_im: &mut SharedMemory<F>,
+    vr: &mut Array<F>,
+    vi: &mut Array<F>,
+    twiddles: &TwiddleTables<F>,
+    base: usize,
+    #[comptime] cfg: RadixConfig,
+) {
+    let t = UNIT_POS_X as usize;
+    #[unroll]
+    for gi in 0..comptime![cfg.groups()] {
+        group_stages(vr, vi, twiddles, t, base, cfg, gi);
+        if comptime![gi + 1 < cfg.groups()] {
+            let slot_g = swizzled(deposit_thread(t, cfg, gi), cfg);
+            exchange(s_re, s_im, vr, vi, slot_g, t, cfg, gi);
+        }
+    }
+}
+
+/// The transform's result `Y` (the last group's registers) through shared memory into the first
+/// group's registers, permuted as the next transform takes its input: the register of cube index
+/// `i` gets `Y[g[i]]`. Ends before a barrier: the caller syncs before shared memory is written.
+#[cube]
+fn permute_result<F: Float>(
+    s_re: &mut SharedMemory<F>,
+    s_im: &mut SharedMemory<F>,
+    vr: &mut Array<F>,
+    vi: &mut Array<F>,
+    order: &Array<u32>,
+    #[comptime] cfg: RadixConfig,
+) {
+    let log_n = comptime![cfg.log_n];
+    let threads = comptime![cfg.threads()];
+    let last = comptime![cfg.groups() - 1];
+    let t = UNIT_POS_X as usize;
+    let slot_last = swizzled(deposit_thread(t, cfg, last), cfg);
+    move_group(s_re, s_im, vr, vi, slot_last, comptime![0usize], cfg, last, false);
+    sync_cube();
+    let r = comptime![1usize << cfg.group(0).1];
+    let base_t = deposit_thread(t, cfg, comptime![0usize]);
+    let slot_t = swizzled(base_t, cfg);
+    let slot_rev = swizzled(reverse_bits(base_t, log_n), cfg);
+    #[unroll]
+    for q in 0..comptime![cfg.instances(0)] {
+        #[unroll]
+        for e in 0..r {
+            let c = comptime![cfg.deposit(0, q * threads) | e];
+            let mut slot = slot_t ^ comptime![cfg.swizzle(c)];
+            if comptime![cfg.order == Order::BitReversed] {
+                slot = slot_rev ^ comptime![cfg.swizzle(reversed(c, log_n))];
+            } else if comptime![cfg.order == Order::Table] {
+                slot = swizzled(order[base_t + c] as usize, cfg);
+            }
+            vr[q * r + e] = s_re[slot];
+            vi[q * r + e] = s_im[slot];
+        }
+    }
+}
+
+/// One cube per channel: `spectrum[c] = scale · F (taps[c] zero-padded)`, permuted by the input
+/// order and laid out in the convolution kernel's register order: register `k` of thread `t` at
+/// `(c · elems + k) · threads + t` (re, then im at `plane`).
 #[cube(launch_unchecked)]
 #[allow(clippy::too_many_arguments)]
 fn conv_taps_kernel<F: Float>(
     taps: &Array<F>,
     order: &Array<u32>,
-    tw_re: &Array<F>,
-    tw_im: &Array<F>,
+    twiddles: &TwiddleTables<F>,
     spectrum: &mut Array<F>,
     taps_len: u32,
     plane: u32,
     scale: InputScalar,
     #[comptime] cfg: ConvConfig,
 ) {
+    let rc = comptime![cfg.radix];
     let scale: F = scale.get::<F>();
-    let n = comptime![1usize << cfg.log_n];
+    let n = comptime![1usize << rc.log_n];
+    let elems = comptime![1usize << rc.log_elems];
+    let threads = comptime![rc.threads()];
     let mut s_re = SharedMemory::<F>::new(n);
     let mut s_im = SharedMemory::<F>::new(n);
+    let mut vr = Array::<F>::new(elems);
+    let mut vi = Array::<F>::new(elems);
     let c = CUBE_POS;
-    let len = taps_len as usize;
-    load_real(taps, c * len, len, order, &mut s_re, &mut s_im, cfg);
-    stages(&mut s_re, &mut s_im, tw_re, tw_im, cfg);
     let t = UNIT_POS_X as usize;
+    let len = taps_len as usize;
+    load_real(taps, c * len, len, order, &mut s_re, &mut s_im, &mut vr, &mut vi, rc);
+    transform(&mut s_re, &mut s_im, &mut vr, &mut vi, twiddles, 0usize, rc);
+    permute_result(&mut s_re, &mut s_im, &mut vr, &mut vi, order, rc);
     #[unroll]
-    for q in 0..comptime![n / cfg.threads] {
-        let i = t + q * comptime![cfg.threads];
-        spectrum[c * n + i] = s_re[i] * scale;
-        spectrum[plane as usize + c * n + i] = s_im[i] * scale;
+    for k in 0..elems {
+        let at = (c * elems + k) * threads + t;
+        spectrum[at] = vr[k] * scale;
+        spectrum[plane as usize + at] = vi[k] * scale;
     }
 }
 
@@ -170,57 +244,78 @@ fn conv_kernel<F: Float>(
     spectrum: &Array<F>,
     bias: &Array<F>,
     order: &Array<u32>,
-    tw_re: &Array<F>,
-    tw_im: &Array<F>,
+    twiddles: &TwiddleTables<F>,
     output: &mut Array<F>,
     channels: u32,
     length: u32,
     out_len: u32,
     plane: u32,
+    reload: u32,
     #[comptime] cfg: ConvConfig,
 ) {
-    let n = comptime![1usize << cfg.log_n];
-    let per = comptime![n / cfg.threads];
+    let rc = comptime![cfg.radix];
+    let log_n = comptime![rc.log_n];
+    let n = comptime![1usize << log_n];
+    let elems = comptime![1usize << rc.log_elems];
+    let threads = comptime![rc.threads()];
+    let last = comptime![rc.groups() - 1];
     let mut s_re = SharedMemory::<F>::new(n);
     let mut s_im = SharedMemory::<F>::new(n);
+    let mut vr = Array::<F>::new(elems);
+    let mut vi = Array::<F>::new(elems);
     let row = CUBE_POS;
     let c = row % channels as usize;
-    let len = length as usize;
-    load_real(x, row * len, len, order, &mut s_re, &mut s_im, cfg);
-    stages(&mut s_re, &mut s_im, tw_re, tw_im, cfg);
-    // Each thread gathers what its slots of the second transform take, conj(X ⊙ H) at g[i]...
     let t = UNIT_POS_X as usize;
-    let mut zr = Array::<F>::new(per);
-    let mut zi = Array::<F>::new(per);
+    let len = length as usize;
+    load_real(x, row * len, len, order, &mut s_re, &mut s_im, &mut vr, &mut vi, rc);
+    transform(&mut s_re, &mut s_im, &mut vr, &mut vi, twiddles, 0usize, rc);
+    // conj(X ⊙ H), permuted, in the first group's registers; H was written in that order.
+    permute_result(&mut s_re, &mut s_im, &mut vr, &mut vi, order, rc);
     #[unroll]
-    for q in 0..per {
-        let i = t + q * comptime![cfg.threads];
-        let j = source(i, order, cfg);
-        let (xr, xi) = (s_re[j], s_im[j]);
-        let (hr, hi) = (spectrum[c * n + j], spectrum[plane as usize + c * n + j]);
-        zr[q] = xr * hr - xi * hi;
-        zi[q] = xr * hi + xi * hr;
+    for k in 0..elems {
+        let at = (c * elems + k) * threads + t;
+        let (hr, hi) = (spectrum[at], spectrum[plane as usize + at]);
+        let (xr, xi) = (vr[k], vi[k]);
+        vr[k] = xr * hr - xi * hi;
+        vi[k] = F::new(0.0) - (xr * hi + xi * hr);
     }
+    // Every thread has gathered before the next transform's exchanges write.
     sync_cube();
-    // ...and writes them once every thread has read.
-    #[unroll]
-    for q in 0..per {
-        let i = t + q * comptime![cfg.threads];
-        s_re[i] = zr[q];
-        s_im[i] = -zi[q];
-    }
-    sync_cube();
-    stages(&mut s_re, &mut s_im, tw_re, tw_im, cfg);
+    // The same twiddles again, from a base the compiler cannot see is zero: otherwise it keeps
+    // every value the first transform loaded live until the second (hundreds of registers a
+    // thread, spilled to local memory) instead of loading them again from the cache.
+    transform(&mut s_re, &mut s_im, &mut vr, &mut vi, twiddles, reload as usize, rc);
     let out = out_len as usize;
-    #[unroll]
-    for q in 0..per {
-        let i = t + q * comptime![cfg.threads];
-        if i < out {
-            let mut y = s_re[i];
-            if comptime![cfg.bias] {
-                y += bias[c];
+    let mut b = F::new(0.0);
+    if comptime![cfg.bias] {
+        b = bias[c];
+    }
+    if comptime![rc.direct_store()] {
+        // Straight from registers: the last group's lanes are the five lowest columns.
+        let b0 = comptime![rc.group(last).0];
+        let r = comptime![1usize << rc.group(last).1];
+        let base_t = deposit_thread(t, rc, last);
+        #[unroll]
+        for q in 0..comptime![rc.instances(last)] {
+            #[unroll]
+            for e in 0..r {
+                let i = base_t + comptime![rc.deposit(last, q * threads) | (e << b0)];
+                if i < out {
+                    output[row * out + i] = vr[q * r + e] + b;
+                }
             }
-            output[row * out + i] = y;
+        }
+    } else {
+        let slot_last = swizzled(deposit_thread(t, rc, last), rc);
+        move_group(&mut s_re, &mut s_im, &mut vr, &mut vi, slot_last, comptime![0usize], rc, last, false);
+        sync_cube();
+        let slot_t = swizzled(t, rc);
+        #[unroll]
+        for q in 0..elems {
+            let i = t + comptime![q * threads];
+            if i < out {
+                output[row * out + i] = s_re[slot_t ^ comptime![rc.swizzle(q * threads)]] + b;
+            }
         }
     }
 }
@@ -253,24 +348,26 @@ pub(crate) fn fft_conv<R: CubeRuntime, F: FloatElement>(
     )
     .expect("the caller checks conv_supported");
     let (x, weight) = (into_contiguous(x), into_contiguous(weight));
-    let (tw_re, tw_im) = (into_contiguous(tw.0), into_contiguous(tw.1));
+    // The twiddles relaid for the register-resident stages (one small launch; any strides).
+    let tables = radix_twiddles::<R, F>((&tw.0, &tw.1), cfg.radix);
     // One allocation for both (each is a request to the device thread).
     let [spectrum, output] = empties::<R, F, 2>(&x, [&[2, channels, n], &[batch, channels, out_len]]);
     // Without a bias the kernel reads none: the taps stand in for it.
     let bias = bias.map(into_contiguous).unwrap_or_else(|| weight.clone());
     let plane = (channels * n) as u32;
-    // SAFETY: a cube per channel (row); threads step over N / threads slots and N/2 / threads
-    // blocks exactly; reads of the taps and the row are masked by their lengths, twiddle reads
-    // stay within [log2 n, n/2, 2, 2], table reads within its first n words.
+    // SAFETY: a cube per channel (row) of N / 2^e threads holding 2^e elements each, which
+    // cover the row exactly (shared-memory slots below N: the swizzle permutes the lowest five
+    // bits); reads of the taps and the row are masked by their lengths, twiddle reads stay within
+    // the relaid tables (log2 N · 4 · N/2), table reads within its 2N words, spectrum reads and
+    // writes within channels · N per part.
     unsafe {
         conv_taps_kernel::launch_unchecked::<F, R>(
             &client,
             grid(channels),
-            CubeDim::new_1d(cfg.threads as u32),
+            CubeDim::new_1d(cfg.radix.threads() as u32),
             weight.clone().into_array_arg(),
             order.table.clone().into_array_arg(),
-            tw_re.clone().into_array_arg(),
-            tw_im.clone().into_array_arg(),
+            tables.twiddles::<F>(),
             spectrum.clone().into_array_arg(),
             taps as u32,
             plane,
@@ -280,18 +377,18 @@ pub(crate) fn fft_conv<R: CubeRuntime, F: FloatElement>(
         conv_kernel::launch_unchecked::<F, R>(
             &client,
             grid(batch * channels),
-            CubeDim::new_1d(cfg.threads as u32),
+            CubeDim::new_1d(cfg.radix.threads() as u32),
             x.clone().into_array_arg(),
             spectrum.into_array_arg(),
             bias.into_array_arg(),
             order.table.clone().into_array_arg(),
-            tw_re.into_array_arg(),
-            tw_im.into_array_arg(),
+            tables.twiddles::<F>(),
             output.clone().into_array_arg(),
             channels as u32,
             length as u32,
             out_len as u32,
             plane,
+            0u32,
             cfg,
         );
     }

@@ -149,6 +149,19 @@ impl RadixConfig {
         (cfg.threads() <= max_units && cfg.threads() >= 1).then_some(cfg)
     }
 
+    /// One row of `n` per cube (no row bits), `2^log_elems` elements a thread in groups of at
+    /// most `log_group` stages (both at most `log2 n`), in `order`: the convolution's transforms,
+    /// whose rows each need their own channel's spectrum. `None` for `n` not a power of two ≥ 2.
+    pub fn single_row(n: usize, order: Order, (log_elems, log_group): (usize, usize)) -> Option<Self> {
+        if !n.is_power_of_two() || n < 2 || log_elems == 0 || log_group == 0 {
+            return None;
+        }
+        let log_n = n.trailing_zeros() as usize;
+        let log_elems = log_elems.min(log_n).min(MAX_LOG_ELEMS);
+        let log_group = log_group.min(log_elems);
+        Some(RadixConfig { log_n, log_rows: 0, log_elems, log_group, log_stack: 0, order, stages: log_n })
+    }
+
     /// The same mapping with `2^log_stack` slabs per cube (at most [`MAX_LOG_STACK`]).
     pub fn stacked(self, log_stack: usize) -> Self {
         RadixConfig { log_stack: log_stack.min(MAX_LOG_STACK), ..self }
@@ -384,7 +397,7 @@ fn outside_address(t: usize, #[comptime] cfg: RadixConfig, #[comptime] gi: usize
 }
 
 /// `bits`-bit reversal of a comptime value (`bits ≥ 1`).
-fn reversed(i: usize, bits: usize) -> usize {
+pub(crate) fn reversed(i: usize, bits: usize) -> usize {
     i.reverse_bits() >> (usize::BITS as usize - bits)
 }
 
@@ -393,7 +406,7 @@ fn reversed(i: usize, bits: usize) -> usize {
 /// back.
 #[cube]
 #[allow(clippy::too_many_arguments)]
-fn move_group<F: Float>(
+pub(crate) fn move_group<F: Float>(
     s_re: &mut SharedMemory<F>,
     s_im: &mut SharedMemory<F>,
     vr: &mut Array<F>,
@@ -425,6 +438,94 @@ fn move_group<F: Float>(
     }
 }
 
+/// Group `gi`'s stages on the thread's registers (every slab and instance; thread `t`), each
+/// twiddle block loaded once for every instance that shares it, from `base` on in the tables.
+#[cube]
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn group_stages<F: Float>(
+    vr: &mut Array<F>,
+    vi: &mut Array<F>,
+    twiddles: &TwiddleTables<F>,
+    t: usize,
+    base: usize,
+    #[comptime] cfg: RadixConfig,
+    #[comptime] gi: usize,
+) {
+    let log_n = comptime![cfg.log_n];
+    let half_n = comptime![1usize << (log_n - 1)];
+    let stack = comptime![1usize << cfg.log_stack];
+    let threads = comptime![cfg.threads()];
+    let elems = comptime![1usize << cfg.log_elems];
+    let b0 = comptime![cfg.group(gi).0];
+    let g = comptime![cfg.group(gi).1];
+    let r = comptime![1usize << g];
+    let instances = comptime![cfg.instances(gi)];
+    let shares = comptime![cfg.shares_twiddles(gi)];
+    // The twiddle address of the thread's first instance; instance q adds a constant.
+    let outside_t = outside_address(t, cfg, gi);
+    #[unroll]
+    for st in 0..g {
+        let stage = comptime![b0 + st];
+        let stage_base = comptime![stage * 4 * half_n];
+        #[unroll]
+        for pair in 0..comptime![r / 2] {
+            // The pair's elements: `pair` with a zero inserted at bit st, and that plus 2^st.
+            let e0 = comptime![((pair >> st) << (st + 1)) | (pair & ((1usize << st) - 1))];
+            let e1 = comptime![e0 + (1usize << st)];
+            let inside = comptime![pair << (log_n - g)];
+            if comptime![shares] {
+                let w = (outside_t | inside) + stage_base + base;
+                #[unroll]
+                for s in 0..stack {
+                    #[unroll]
+                    for q in 0..instances {
+                        let at = comptime![s * elems + q * r];
+                        apply(vr, vi, at + e0, at + e1, twiddles, w, half_n);
+                    }
+                }
+            } else {
+                #[unroll]
+                for q in 0..instances {
+                    let w = (outside_t | comptime![cfg.outside(gi, q * threads) | inside]) + stage_base + base;
+                    #[unroll]
+                    for s in 0..stack {
+                        let at = comptime![s * elems + q * r];
+                        apply(vr, vi, at + e0, at + e1, twiddles, w, half_n);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The exchange from group `gi`'s layout (the thread's first slot `slot_g`) to group `gi + 1`'s,
+/// a slab at a time. Within one slab a thread writes (next group) exactly the slots it read, so
+/// one slab needs one barrier; the next slab's write needs the reads of this one done.
+#[cube]
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn exchange<F: Float>(
+    s_re: &mut SharedMemory<F>,
+    s_im: &mut SharedMemory<F>,
+    vr: &mut Array<F>,
+    vi: &mut Array<F>,
+    slot_g: usize,
+    t: usize,
+    #[comptime] cfg: RadixConfig,
+    #[comptime] gi: usize,
+) {
+    let stack = comptime![1usize << cfg.log_stack];
+    let slot_next = swizzled(deposit_thread(t, cfg, comptime![gi + 1]), cfg);
+    #[unroll]
+    for s in 0..stack {
+        move_group(s_re, s_im, vr, vi, slot_g, s, cfg, gi, false);
+        sync_cube();
+        move_group(s_re, s_im, vr, vi, slot_next, s, cfg, comptime![gi + 1], true);
+        if comptime![s + 1 < stack] {
+            sync_cube();
+        }
+    }
+}
+
 /// One cube transforms `2^(log_rows + log_stack)` consecutive rows, in `2^log_stack` slabs of
 /// `2^log_rows` rows (one shared-memory cube each): coalesced load (permuted on the way), the
 /// stage groups in registers with every twiddle block applied to all the slabs' instances, the
@@ -441,7 +542,6 @@ pub(crate) fn butterfly_radix_kernel<F: Float>(
 ) {
     let log_n = comptime![cfg.log_n];
     let n = comptime![1usize << log_n];
-    let half_n = comptime![n / 2];
     let rows = comptime![1usize << cfg.log_rows];
     let stack = comptime![1usize << cfg.log_stack];
     let threads = comptime![cfg.threads()];
@@ -533,48 +633,11 @@ pub(crate) fn butterfly_radix_kernel<F: Float>(
     #[unroll]
     for gi in 0..comptime![cfg.groups()] {
         let b0 = comptime![cfg.group(gi).0];
-        let g = comptime![cfg.group(gi).1];
-        let r = comptime![1usize << g];
+        let r = comptime![1usize << cfg.group(gi).1];
         let instances = comptime![cfg.instances(gi)];
-        let shares = comptime![cfg.shares_twiddles(gi)];
-        // The twiddle address and shared-memory slot of the thread's first instance; instance q
-        // adds a constant to each.
-        let outside_t = outside_address(t, cfg, gi);
+        group_stages(&mut vr, &mut vi, twiddles, t, 0usize, cfg, gi);
         let base_g = deposit_thread(t, cfg, gi);
         let slot_g = swizzled(base_g, cfg);
-        #[unroll]
-        for st in 0..g {
-            let stage = comptime![b0 + st];
-            let stage_base = comptime![stage * 4 * half_n];
-            #[unroll]
-            for pair in 0..comptime![r / 2] {
-                // The pair's elements: `pair` with a zero inserted at bit st, and that plus 2^st.
-                let e0 = comptime![((pair >> st) << (st + 1)) | (pair & ((1usize << st) - 1))];
-                let e1 = comptime![e0 + (1usize << st)];
-                let inside = comptime![pair << (log_n - g)];
-                if comptime![shares] {
-                    let w = (outside_t | inside) + stage_base;
-                    #[unroll]
-                    for s in 0..stack {
-                        #[unroll]
-                        for q in 0..instances {
-                            let at = comptime![s * elems + q * r];
-                            apply(&mut vr, &mut vi, at + e0, at + e1, twiddles, w, half_n);
-                        }
-                    }
-                } else {
-                    #[unroll]
-                    for q in 0..instances {
-                        let w = (outside_t | comptime![cfg.outside(gi, q * threads) | inside]) + stage_base;
-                        #[unroll]
-                        for s in 0..stack {
-                            let at = comptime![s * elems + q * r];
-                            apply(&mut vr, &mut vi, at + e0, at + e1, twiddles, w, half_n);
-                        }
-                    }
-                }
-            }
-        }
         if comptime![gi == last && cfg.direct_store()] {
             // Straight to global memory: the five lowest column bits are the lanes.
             let row_t = first_row + (base_g >> log_n);
@@ -616,19 +679,7 @@ pub(crate) fn butterfly_radix_kernel<F: Float>(
                 }
             }
         } else {
-            // The exchange to the next group's layout, a slab at a time. Within one slab a thread
-            // writes (next group) exactly the slots it read, so one slab needs one barrier; the
-            // next slab's write needs the reads of this one done.
-            let slot_next = swizzled(deposit_thread(t, cfg, comptime![gi + 1]), cfg);
-            #[unroll]
-            for s in 0..stack {
-                move_group(&mut s_re, &mut s_im, &mut vr, &mut vi, slot_g, s, cfg, gi, false);
-                sync_cube();
-                move_group(&mut s_re, &mut s_im, &mut vr, &mut vi, slot_next, s, cfg, comptime![gi + 1], true);
-                if comptime![s + 1 < stack] {
-                    sync_cube();
-                }
-            }
+            exchange(&mut s_re, &mut s_im, &mut vr, &mut vi, slot_g, t, cfg, gi);
         }
     }
 }
@@ -695,7 +746,7 @@ const RELAYOUT_THREADS: usize = 256;
 /// Both twiddle tables (`[log2 n, n/2, 2, 2]`, any strides) relaid for
 /// [`butterfly_radix_kernel`], in one launch: the stages it applies (`cfg.stages`), `[stages,
 /// 4, n/2]` each.
-fn radix_twiddles<R: CubeRuntime, F: FloatElement>(
+pub(crate) fn radix_twiddles<R: CubeRuntime, F: FloatElement>(
     (re, im): (&CubeTensor<R>, &CubeTensor<R>),
     cfg: RadixConfig,
 ) -> Split<R> {
