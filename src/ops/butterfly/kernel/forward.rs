@@ -384,9 +384,19 @@ pub fn forward<R: CubeRuntime, F: FloatElement>(
             return radix::forward::<R, F>(&x, (&tw_re, &tw_im), batch, order, cfg);
         }
     }
+    // Two passes: the first, on bit-reversed chunks, register-resident where it runs.
+    let log_chunks = passes[0].log_n - passes[0].log_local;
+    let chunked = (passes.len() == 2)
+        .then(|| radix_config::<R, F>(1 << passes[0].log_local, &x.re.device, order.order))
+        .flatten()
+        .and_then(|cfg| cfg.chunked(log_chunks));
+    let first = chunked.map(|cfg| radix::forward::<R, F>(&x, (&tw_re, &tw_im), batch, order, cfg));
     let tw = Split::new(tw_re, tw_im);
     let tw = planar_split::<R, F>(&tw, n / 2);
-    let mut y = launch_pass::<R, F>(&passes[0], &x, &tw, batch, order);
+    let mut y = match first {
+        Some(y) => y,
+        None => launch_pass::<R, F>(&passes[0], &x, &tw, batch, order),
+    };
     for pass in &passes[1..] {
         y = launch_pass::<R, F>(pass, &Split::packed(y), &tw, batch, &order.natural());
     }

@@ -114,6 +114,10 @@ pub(crate) struct RadixConfig {
     /// Stages applied: the first `stages` of the `log_n` (all of them for the forward; the
     /// first pass's for the backward's recompute of a two-pass split, [`Self::first_stages`]).
     pub stages: usize,
+    /// log2 of the chunks a row holds: 0 for a transform of `n` points; otherwise the first
+    /// pass of one of `n · 2^log_chunks` points ([`Self::chunked`]), each cube's rows being chunk
+    /// `h` (its stages' twiddles from `h · n/2` on) of consecutive batch rows.
+    pub log_chunks: usize,
 }
 
 impl RadixConfig {
@@ -144,8 +148,7 @@ impl RadixConfig {
         if log_cube < log_n.max(MIN_LOG_CUBE) || log_cube < log_elems {
             return None;
         }
-        let cfg =
-            RadixConfig { log_n, log_rows: log_cube - log_n, log_elems, log_group, log_stack: 0, order, stages: log_n };
+        let cfg = Self::plain(log_n, log_cube - log_n, order, (log_elems, log_group));
         (cfg.threads() <= max_units && cfg.threads() >= 1).then_some(cfg)
     }
 
@@ -159,12 +162,28 @@ impl RadixConfig {
         let log_n = n.trailing_zeros() as usize;
         let log_elems = log_elems.min(log_n).min(MAX_LOG_ELEMS);
         let log_group = log_group.min(log_elems);
-        Some(RadixConfig { log_n, log_rows: 0, log_elems, log_group, log_stack: 0, order, stages: log_n })
+        Some(Self::plain(log_n, 0, order, (log_elems, log_group)))
+    }
+
+    /// Every stage of `2^log_n` points, `2^log_rows` rows a cube, one slab, not chunked.
+    fn plain(log_n: usize, log_rows: usize, order: Order, (log_elems, log_group): (usize, usize)) -> Self {
+        RadixConfig { log_n, log_rows, log_elems, log_group, log_stack: 0, order, stages: log_n, log_chunks: 0 }
     }
 
     /// The same mapping with `2^log_stack` slabs per cube (at most [`MAX_LOG_STACK`]).
     pub fn stacked(self, log_stack: usize) -> Self {
         RadixConfig { log_stack: log_stack.min(MAX_LOG_STACK), ..self }
+    }
+
+    /// The first pass (all `log2 n` stages) of a bit-reversed transform of `n · 2^log_chunks`
+    /// points, on its chunks of `n`: after the bit reversal, chunk `h` of a row holds the
+    /// samples `rev(c) · 2^log_chunks + rev(h)` (`c < n`), which a cube loads straight into
+    /// registers (consecutive lanes 2^log_chunks samples apart; the cubes of the other chunks
+    /// of the same rows, launched next to it, read the rest of those sectors), and it writes
+    /// the chunk contiguously. `None` unless a cube holds one row a slab and loads it directly.
+    pub fn chunked(self, log_chunks: usize) -> Option<Self> {
+        let cfg = RadixConfig { log_chunks, ..self };
+        (self.log_rows == 0 && self.stages == self.log_n && cfg.direct_load()).then_some(cfg)
     }
 
     /// Rows one cube transforms (all its slabs).
@@ -551,12 +570,20 @@ pub(crate) fn butterfly_radix_kernel<F: Float>(
     let mut s_im = SharedMemory::<F>::new(cube_len);
     let batch = batch as usize;
     let im_offset = x.im_offset as usize;
-    let first_row = CUBE_POS * comptime![rows * stack];
+    // A chunked pass: cube `c` takes chunk `c mod chunks` of its rows, so the cubes that share
+    // the rows' sectors run side by side.
+    let log_chunks = comptime![cfg.log_chunks];
+    let chunks = comptime![1usize << log_chunks];
+    let row_len = comptime![n << log_chunks];
+    let h = CUBE_POS % chunks;
+    let first_row = (CUBE_POS / chunks) * comptime![rows * stack];
     if first_row >= batch {
         terminate!();
     }
     let t = UNIT_POS_X as usize;
-    let plane = batch * n;
+    let plane = batch * row_len;
+    let h_dst = h * n;
+    let tw_base = h * comptime![cfg.stages * 2 * n];
     let last = comptime![cfg.groups() - 1];
     let mut vr = Array::<F>::new(comptime![elems * stack]);
     let mut vi = Array::<F>::new(comptime![elems * stack]);
@@ -567,21 +594,26 @@ pub(crate) fn butterfly_radix_kernel<F: Float>(
         let r = comptime![1usize << cfg.group(0).1];
         let base_t = deposit_thread(t, cfg, comptime![0usize]);
         let row_t = first_row + (base_t >> log_n);
-        let src_t = row_t * n + reverse_bits(base_t & comptime![n - 1], log_n);
+        let src_t = row_t * row_len
+            + (reverse_bits(base_t & comptime![n - 1], log_n) << log_chunks)
+            + reverse_bits(h, log_chunks);
         #[unroll]
         for s in 0..stack {
             #[unroll]
             for q in 0..comptime![cfg.instances(0)] {
                 let base_q = comptime![cfg.deposit(0, q * threads)];
                 let row = row_t + comptime![(base_q >> log_n) + s * rows];
-                let src = src_t + comptime![((base_q >> log_n) + s * rows) * n + reversed(base_q & (n - 1), log_n)];
+                let src = src_t
+                    + comptime![
+                        ((base_q >> log_n) + s * rows) * row_len + (reversed(base_q & (n - 1), log_n) << log_chunks)
+                    ];
                 #[unroll]
                 for e in 0..r {
                     let mut re = F::new(0.0);
                     let mut im = F::new(0.0);
                     if row < batch {
-                        re = x.re[src + comptime![reversed(e, log_n)]];
-                        im = x.im[im_offset + src + comptime![reversed(e, log_n)]];
+                        re = x.re[src + comptime![reversed(e, log_n) << log_chunks]];
+                        im = x.im[im_offset + src + comptime![reversed(e, log_n) << log_chunks]];
                     }
                     vr[s * elems + q * r + e] = re;
                     vi[s * elems + q * r + e] = im;
@@ -635,20 +667,20 @@ pub(crate) fn butterfly_radix_kernel<F: Float>(
         let b0 = comptime![cfg.group(gi).0];
         let r = comptime![1usize << cfg.group(gi).1];
         let instances = comptime![cfg.instances(gi)];
-        group_stages(&mut vr, &mut vi, twiddles, t, 0usize, cfg, gi);
+        group_stages(&mut vr, &mut vi, twiddles, t, tw_base, cfg, gi);
         let base_g = deposit_thread(t, cfg, gi);
         let slot_g = swizzled(base_g, cfg);
         if comptime![gi == last && cfg.direct_store()] {
             // Straight to global memory: the five lowest column bits are the lanes.
             let row_t = first_row + (base_g >> log_n);
-            let dst_t = row_t * n + (base_g & comptime![n - 1]);
+            let dst_t = row_t * row_len + h_dst + (base_g & comptime![n - 1]);
             #[unroll]
             for s in 0..stack {
                 #[unroll]
                 for q in 0..instances {
                     let base_q = comptime![cfg.deposit(gi, q * threads)];
                     if row_t + comptime![(base_q >> log_n) + s * rows] < batch {
-                        let dst = dst_t + comptime![((base_q >> log_n) + s * rows) * n + (base_q & (n - 1))];
+                        let dst = dst_t + comptime![((base_q >> log_n) + s * rows) * row_len + (base_q & (n - 1))];
                         #[unroll]
                         for e in 0..r {
                             output[dst + comptime![e << b0]] = vr[s * elems + q * r + e];
@@ -664,7 +696,8 @@ pub(crate) fn butterfly_radix_kernel<F: Float>(
             for s in 0..stack {
                 move_group(&mut s_re, &mut s_im, &mut vr, &mut vi, slot_g, s, cfg, gi, false);
                 sync_cube();
-                let dst_t = (first_row + s * rows) * n + t;
+                // One row a slab where chunked: `dst < plane` is `row < batch` either way.
+                let dst_t = (first_row + s * rows) * row_len + h_dst + t;
                 #[unroll]
                 for q in 0..elems {
                     let dst = dst_t + comptime![q * threads];
@@ -698,9 +731,12 @@ fn radix_twiddles_kernel<F: Float>(
     if o >= out_re.len() {
         terminate!();
     }
+    // Chunk `chunk`'s tables follow one another; its blocks are the row's from `chunk · n/2` on.
+    let per_chunk = comptime![cfg.stages * 4 * half_n];
+    let chunk = o / per_chunk;
     let a = o % half_n;
     let c = (o / half_n) % 4;
-    let stage = o / comptime![4 * half_n];
+    let stage = (o % per_chunk) / comptime![4 * half_n];
     // Invert the address: find the block k whose address is `a` (the stage's group is a
     // runtime value here, so every group is tried and the matching one kept).
     let mut k = 0;
@@ -723,6 +759,7 @@ fn radix_twiddles_kernel<F: Float>(
             k = ((i0 >> (stage + 1)) << stage) | (i0 & ((1usize << stage) - 1));
         }
     }
+    k += chunk * half_n;
     let (row, col) = (c >> 1, c & 1);
     let at_re =
         stage * input.re.stride(0) + k * input.re.stride(1) + row * input.re.stride(2) + col * input.re.stride(3);
@@ -745,12 +782,13 @@ const RELAYOUT_THREADS: usize = 256;
 
 /// Both twiddle tables (`[log2 n, n/2, 2, 2]`, any strides) relaid for
 /// [`butterfly_radix_kernel`], in one launch: the stages it applies (`cfg.stages`), `[stages,
-/// 4, n/2]` each.
+/// 4, n/2]` each, for each chunk of a chunked pass (`[chunks, stages, 4, n/2]`, chunk `h`'s
+/// blocks being the row's `h · n/2 …`).
 pub(crate) fn radix_twiddles<R: CubeRuntime, F: FloatElement>(
     (re, im): (&CubeTensor<R>, &CubeTensor<R>),
     cfg: RadixConfig,
 ) -> Split<R> {
-    let len = cfg.stages * 4 * (1 << (cfg.log_n - 1));
+    let len = (cfg.stages * 4 * (1 << (cfg.log_n - 1))) << cfg.log_chunks;
     let (out_re, out_im) = (empty::<R, F>(re, vec![len]), empty::<R, F>(re, vec![len]));
     // SAFETY: units past `len` are masked; every read is at the strided offset of an in-bounds
     // 4-D index (stage < log2 n, block < n/2, entry < 4).
@@ -769,7 +807,9 @@ pub(crate) fn radix_twiddles<R: CubeRuntime, F: FloatElement>(
 }
 
 /// Launches the register-resident forward: `x` `[batch, n]` (contiguous), twiddles
-/// `[log2 n, n/2, 2, 2]` (any strides) → packed `[2, batch, n]`.
+/// `[log2 n, n/2, 2, 2]` (any strides) → packed `[2, batch, n]`; for a chunked pass
+/// ([`RadixConfig::chunked`]) `x` is `[batch, n · chunks]` and the output the same shape, each
+/// chunk after the pass's stages.
 pub(crate) fn forward<R: CubeRuntime, F: FloatElement>(
     x: &Split<R>,
     tw: (&CubeTensor<R>, &CubeTensor<R>),
@@ -777,10 +817,10 @@ pub(crate) fn forward<R: CubeRuntime, F: FloatElement>(
     order: &InputOrder<R>,
     cfg: RadixConfig,
 ) -> CubeTensor<R> {
-    let n = 1usize << cfg.log_n;
+    let row_len = 1usize << (cfg.log_n + cfg.log_chunks);
     let tables = radix_twiddles::<R, F>(tw, cfg);
-    let output = empty::<R, F>(&x.re, vec![2, batch, n]);
-    let cubes = batch.div_ceil(cfg.cube_rows());
+    let output = empty::<R, F>(&x.re, vec![2, batch, row_len]);
+    let cubes = batch.div_ceil(cfg.cube_rows()) << cfg.log_chunks;
     // SAFETY: rows past the batch are masked; shared-memory indices stay below 2^log_cube
     // (the swizzle only permutes the lowest five bits), twiddle indices below the table's length.
     unsafe {

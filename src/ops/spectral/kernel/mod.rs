@@ -213,6 +213,7 @@ impl FrameConfig {
             log_stack: 0,
             order: Order::Natural,
             stages: self.log_w,
+            log_chunks: 0,
         }
     }
 
