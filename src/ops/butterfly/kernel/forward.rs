@@ -3,6 +3,7 @@
 use burn_cubecl::{tensor::CubeTensor, CubeRuntime, FloatElement};
 use cubecl::{prelude::*, CubeDim};
 
+use super::columns::{self, ColumnsConfig};
 use super::radix::{self, RadixConfig};
 use super::{
     device_passes, env_override, reverse_bits, InputOrder, Order, Pass, PassConfig, Split, SplitInput, TwiddleTables,
@@ -398,7 +399,11 @@ pub fn forward<R: CubeRuntime, F: FloatElement>(
         None => launch_pass::<R, F>(&passes[0], &x, &tw, batch, order),
     };
     for pass in &passes[1..] {
-        y = launch_pass::<R, F>(pass, &Split::packed(y), &tw, batch, &order.natural());
+        // A last pass of one or two stages: each thread's column in registers.
+        y = match ColumnsConfig::new(pass.log_n, pass.stage0) {
+            Some(cfg) => columns::forward::<R, F>(&Split::packed(y), &tw, batch, cfg),
+            None => launch_pass::<R, F>(pass, &Split::packed(y), &tw, batch, &order.natural()),
+        };
     }
     y
 }

@@ -27,6 +27,7 @@
 //! `[2, log2 n · n/2 · 4]`.
 
 mod backward;
+mod columns;
 pub(crate) mod conv;
 mod forward;
 pub(crate) mod radix;

@@ -354,7 +354,7 @@ impl RadixConfig {
 
 /// `x_i0, x_i1 ← T · (x_i0, x_i1)` for the block `(tr, ti)` at entries `w + c · half_n`.
 #[cube]
-fn apply<F: Float>(
+pub(crate) fn apply<F: Float>(
     vr: &mut Array<F>,
     vi: &mut Array<F>,
     #[comptime] a: usize,
