@@ -17,7 +17,10 @@
 //! `N / 2^A` contiguous chunks of each row; stages `A…L−1` mix only the high bits: pass 2 runs
 //! them on the `2^A` strided columns `{g + j·2^A}` (consecutive columns in one cube, so its
 //! loads and stores stay coalesced). Two passes cover N up to `2^(2A)`; the launch wrappers
-//! handle the split, and the intermediate goes through device memory once.
+//! handle the split, and the intermediate goes through device memory once. In the forward,
+//! with the bit reversal, pass 1 is the register-resident kernel on the chunks
+//! (`RadixConfig::chunked`), and a pass 2 of one or two stages runs each column in one thread's
+//! registers (`columns.rs`).
 //!
 //! - [`tangent`]: `(x, dx) → (y, dy)`, the forward-mode derivative along a twiddle direction,
 //!   the forward's structure with the tangents carried beside the lines.
