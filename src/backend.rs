@@ -135,11 +135,14 @@ pub struct AdapterSummary {
     pub device_type: String,
     /// Graphics API: `Vulkan`, `Metal`, `Dx12`, `Gl`, …
     pub api: String,
+    /// The shader language CubeCL compiles the kernels to there: `SPIR-V` on Vulkan with the
+    /// crate feature `vulkan` (the default), else `WGSL`.
+    pub compiler: String,
 }
 
 impl fmt::Display for AdapterSummary {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} ({}, {})", self.name, self.device_type, self.api)
+        write!(f, "{} ({}, {}, {})", self.name, self.device_type, self.api, self.compiler)
     }
 }
 
@@ -161,10 +164,12 @@ pub fn wgpu_adapter() -> Option<AdapterSummary> {
         }))
         .ok()?;
         let info = adapter.get_info();
+        let spirv = cfg!(feature = "vulkan") && info.backend == wgpu::Backend::Vulkan;
         Some(AdapterSummary {
             name: info.name,
             device_type: format!("{:?}", info.device_type),
             api: format!("{:?}", info.backend),
+            compiler: if spirv { "SPIR-V" } else { "WGSL" }.to_string(),
         })
     };
     std::panic::catch_unwind(probe).ok().flatten()

@@ -70,6 +70,13 @@ pub(crate) const LOG_GROUP_VAR: &str = "LEARNED_FFT_RADIX_LOG_GROUP";
 /// two slabs of 8 elements in groups of 3 gained at N = 256 (1246–1261 → 1341–1363) and 4096
 /// (749–750 → 819–826), and were within the spread at 1024 (939–957 → 910–918; groups of 2 on
 /// two slabs 974–998).
+///
+/// Vulkan through CubeCL's SPIR-V compiler (`wgpu<spirv>`, the crate feature `vulkan`; H100,
+/// 2026-11-27, forward back to back, GB/s): a sweep of 13 mappings at N = 256, 1024 and 4096 kept
+/// two slabs of 8 elements in groups of 3 at 256 and 4096 and moved 1024 to it (one call, two
+/// rounds: 1161–1179 → 1284–1301; groups of 2 on two slabs 1273–1278). The larger register
+/// arrays fall off there as through WGSL (32 elements in groups of 4 at 1024: 237; four slabs at
+/// 4096: 323–330).
 pub(crate) fn default_log_elems(runtime: &str, n: usize) -> Option<(usize, usize, usize)> {
     match (runtime, n) {
         ("cuda", ..=64) => Some((4, 4, 0)),
@@ -77,10 +84,13 @@ pub(crate) fn default_log_elems(runtime: &str, n: usize) -> Option<(usize, usize
         ("cuda", 1024..=2048) => Some((5, 4, 0)),
         ("cuda", 4096) => Some((3, 3, 2)),
         ("cuda", _) => Some((5, 2, 0)),
-        (_, 256 | 4096) => Some((3, 3, 1)),
+        (SPIRV_RUNTIME, 1024) | (_, 256 | 4096) => Some((3, 3, 1)),
         _ => Some((3, 3, 0)),
     }
 }
+
+/// CubeCL's name for wgpu on Vulkan with its SPIR-V compiler (the crate feature `vulkan`).
+pub(crate) const SPIRV_RUNTIME: &str = "wgpu<spirv>";
 /// Most slabs a cube stacks, log2 (registers: `2^(log_elems + log_stack)` complex elements a
 /// thread).
 pub(crate) const MAX_LOG_STACK: usize = 3;
