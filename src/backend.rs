@@ -136,7 +136,7 @@ pub struct AdapterSummary {
     /// Graphics API: `Vulkan`, `Metal`, `Dx12`, `Gl`, …
     pub api: String,
     /// The shader language CubeCL compiles the kernels to there: `SPIR-V` on Vulkan with the
-    /// crate feature `vulkan` (the default), else `WGSL`.
+    /// crate feature `vulkan`, else `WGSL`.
     pub compiler: String,
 }
 
