@@ -417,9 +417,17 @@ pub(super) fn radix_config<R: CubeRuntime, F: FloatElement>(
     static LOG_ELEMS: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
     static LOG_GROUP: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
     static LOG_STACK: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
+    static LOG_CUBE: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
     let client = R::client(device);
     let props = client.properties().hardware.clone();
-    let (units, shared) = (props.max_units_per_cube as usize, props.max_shared_memory_size);
+    let (units, mut shared) = (props.max_units_per_cube as usize, props.max_shared_memory_size);
+    let log_cube =
+        env_override(&LOG_CUBE, radix::LOG_CUBE_VAR).or_else(|| radix::default_log_cube(R::name(&client), n));
+    if let Some(log_cube) = log_cube {
+        // A smaller cube: its shared memory holds 2^log_cube complex elements (a row at least).
+        let log_cube = log_cube.clamp(n.trailing_zeros() as usize, 20);
+        shared = shared.min((2 * std::mem::size_of::<F>()) << log_cube);
+    }
     let (log_elems, log_group, log_stack) = match env_override(&LOG_ELEMS, radix::LOG_ELEMS_VAR) {
         Some(0) => return None,
         Some(log_elems) => (log_elems, log_elems, 0),

@@ -76,7 +76,8 @@ pub(crate) const LOG_GROUP_VAR: &str = "LEARNED_FFT_RADIX_LOG_GROUP";
 /// two slabs of 8 elements in groups of 3 at 256 and 4096 and moved 1024 to it (one call, two
 /// rounds: 1161–1179 → 1284–1301; groups of 2 on two slabs 1273–1278). The larger register
 /// arrays fall off there as through WGSL (32 elements in groups of 4 at 1024: 237; four slabs at
-/// 4096: 323–330).
+/// 4096: 323–330). With the smaller cubes of [`default_log_cube`], groups of 2 stages won at 1024
+/// on SPIR-V (1764–1799 against 1720–1730 in groups of 3).
 pub(crate) fn default_log_elems(runtime: &str, n: usize) -> Option<(usize, usize, usize)> {
     match (runtime, n) {
         ("cuda", ..=64) => Some((4, 4, 0)),
@@ -84,18 +85,47 @@ pub(crate) fn default_log_elems(runtime: &str, n: usize) -> Option<(usize, usize
         ("cuda", 1024..=2048) => Some((5, 4, 0)),
         ("cuda", 4096) => Some((3, 3, 2)),
         ("cuda", _) => Some((5, 2, 0)),
-        (SPIRV_RUNTIME, 1024) | (_, 256 | 4096) => Some((3, 3, 1)),
+        (SPIRV_RUNTIME, 1024) => Some((3, 2, 1)),
+        (_, 256 | 4096) => Some((3, 3, 1)),
         _ => Some((3, 3, 0)),
+    }
+}
+
+/// log2 of the most elements a cube holds on runtime `runtime` at size `n`, where a cube smaller
+/// than 32 KiB of shared memory measured faster: more cubes per multiprocessor, fewer threads at
+/// each barrier. `None`: as many as 32 KiB take (4096 complex f32).
+///
+/// Measured on an H100 through Vulkan (wgpu, 2026-11-27, forward back to back, 256 MiB, one
+/// call, two rounds, GB/s; CUDA in the same call 2372–2400 at N = 256, 1967–1979 at 1024):
+/// - SPIR-V, N = 256: 512 elements a cube (two rows a slab, two slabs, 64 threads) 1976–2007,
+///   against 1622 with 4096 and 1880–1919 with 1024; N = 1024: one row a slab, two slabs, in
+///   groups of 2 stages 1764–1799 (groups of 3: 1720–1730), against 1272 with 4096 and
+///   1607–1634 with 2048.
+/// - WGSL (measured on Vulkan; Metal and DX12 compile the same WGSL): 1024 elements a cube at N = 256 (1579–1584 against 1343) and at 1024 (one slab,
+///   1347–1363 against 972).
+/// - CUDA keeps 4096: 2048 gave 1455 at N = 1024 (1912 with 4096), 1024 gave 897; at N = 256
+///   the sizes from 1024 to 4096 were within 1 %, 512 gave 1809.
+pub(crate) fn default_log_cube(runtime: &str, n: usize) -> Option<usize> {
+    match (runtime, n) {
+        (SPIRV_RUNTIME, 256) => Some(9),
+        (SPIRV_RUNTIME, 1024) => Some(10),
+        (WGSL_RUNTIME, 256 | 1024) => Some(10),
+        _ => None,
     }
 }
 
 /// CubeCL's name for wgpu on Vulkan with its SPIR-V compiler (the crate feature `vulkan`).
 pub(crate) const SPIRV_RUNTIME: &str = "wgpu<spirv>";
+/// CubeCL's name for wgpu through WGSL (Vulkan without the feature `vulkan`, Metal, DX12).
+pub(crate) const WGSL_RUNTIME: &str = "wgpu<wgsl>";
 /// Most slabs a cube stacks, log2 (registers: `2^(log_elems + log_stack)` complex elements a
 /// thread).
 pub(crate) const MAX_LOG_STACK: usize = 3;
 /// The environment variable that overrides the slabs per cube (log2, 0 … [`MAX_LOG_STACK`]).
 pub(crate) const LOG_STACK_VAR: &str = "LEARNED_FFT_RADIX_LOG_STACK";
+/// The environment variable that caps the elements a cube holds (log2; by default as many as
+/// 32 KiB of shared memory take), for comparisons of cube sizes.
+pub(crate) const LOG_CUBE_VAR: &str = "LEARNED_FFT_RADIX_LOG_CUBE";
 /// Shared memory a cube fills (32 KiB: Metal's limit, which every wgpu and CUDA device offers).
 const SHARED_BUDGET: usize = 32 << 10;
 /// Fewest elements a cube holds for the swizzle (one 32-bank row).
@@ -855,15 +885,17 @@ mod tests {
     use super::*;
     use crate::ops::butterfly::Permutation;
 
-    /// Every size, element count, group size and order, each applying all its stages or only
+    /// Every size, element count, group size, order and cube size, each applying all its stages or only
     /// the first few (the backward's recompute).
     fn configs() -> impl Iterator<Item = RadixConfig> {
         (1..=12).flat_map(|log_n| {
             (1..=MAX_LOG_ELEMS).flat_map(move |e| {
                 (1..=e).flat_map(move |g| {
-                    [Order::BitReversed, Order::Natural]
+                    // Cubes of 4096 (48 KiB of f32 gives 32 KiB), 1024, 512 and 256 elements.
+                    [(Order::BitReversed, 48usize << 10), (Order::Natural, 48 << 10)]
                         .into_iter()
-                        .filter_map(move |o| RadixConfig::with_elems(1 << log_n, 4, 1024, 48 << 10, o, (e, g)))
+                        .chain([8usize << 10, 4 << 10, 2 << 10].into_iter().map(|shared| (Order::BitReversed, shared)))
+                        .filter_map(move |(o, shared)| RadixConfig::with_elems(1 << log_n, 4, 1024, shared, o, (e, g)))
                         .flat_map(move |cfg| (1..=log_n).map(move |stages| cfg.first_stages(stages)))
                 })
             })
