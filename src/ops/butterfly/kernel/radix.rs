@@ -82,8 +82,8 @@ pub(crate) fn default_log_elems(runtime: &str, n: usize) -> Option<(usize, usize
     match (runtime, n) {
         ("cuda", ..=64) => Some((4, 4, 0)),
         ("cuda", 256) => Some((4, 2, 0)),
-        ("cuda", 1024..=2048) => Some((5, 4, 0)),
-        ("cuda", 4096) => Some((3, 3, 2)),
+        ("cuda", 1024) => Some((5, 4, 0)),
+        ("cuda", 2048 | 4096) => Some((3, 3, 2)),
         ("cuda", _) => Some((5, 2, 0)),
         (SPIRV_RUNTIME, 1024) => Some((3, 2, 1)),
         (_, 256 | 4096) => Some((3, 3, 1)),
@@ -103,10 +103,14 @@ pub(crate) fn default_log_elems(runtime: &str, n: usize) -> Option<(usize, usize
 ///   1607–1634 with 2048.
 /// - WGSL (measured on Vulkan; Metal and DX12 compile the same WGSL): 1024 elements a cube at N = 256 (1579–1584 against 1343) and at 1024 (one slab,
 ///   1347–1363 against 972).
-/// - CUDA keeps 4096: 2048 gave 1455 at N = 1024 (1912 with 4096), 1024 gave 897; at N = 256
-///   the sizes from 1024 to 4096 were within 1 %, 512 gave 1809.
+/// - CUDA keeps 4096 at N = 256 and 1024: 2048 gave 1455 at N = 1024 (1912 with 4096), 1024 gave
+///   897; at N = 256 the sizes from 1024 to 4096 were within 1 %, 512 gave 1809.
+/// - CUDA at N = 2048: one row a slab (2048 elements a cube), four slabs of 8 in groups of 3,
+///   as at 4096: 1613–1635 against 896–898 for 32 elements in groups of 4 on two-row cubes (one
+///   call, two rounds; one row a slab with 32 elements: 1156–1183).
 pub(crate) fn default_log_cube(runtime: &str, n: usize) -> Option<usize> {
     match (runtime, n) {
+        ("cuda", 2048) => Some(11),
         (SPIRV_RUNTIME, 256) => Some(9),
         (SPIRV_RUNTIME, 1024) => Some(10),
         (WGSL_RUNTIME, 256 | 1024) => Some(10),
@@ -891,10 +895,14 @@ mod tests {
         (1..=12).flat_map(|log_n| {
             (1..=MAX_LOG_ELEMS).flat_map(move |e| {
                 (1..=e).flat_map(move |g| {
-                    // Cubes of 4096 (48 KiB of f32 gives 32 KiB), 1024, 512 and 256 elements.
+                    // Cubes of 4096 (48 KiB of f32 gives 32 KiB), 2048, 1024, 512 and 256 elements.
                     [(Order::BitReversed, 48usize << 10), (Order::Natural, 48 << 10)]
                         .into_iter()
-                        .chain([8usize << 10, 4 << 10, 2 << 10].into_iter().map(|shared| (Order::BitReversed, shared)))
+                        .chain(
+                            [16usize << 10, 8 << 10, 4 << 10, 2 << 10]
+                                .into_iter()
+                                .map(|shared| (Order::BitReversed, shared)),
+                        )
                         .filter_map(move |(o, shared)| RadixConfig::with_elems(1 << log_n, 4, 1024, shared, o, (e, g)))
                         .flat_map(move |cfg| (1..=log_n).map(move |stages| cfg.first_stages(stages)))
                 })
