@@ -101,8 +101,8 @@ pub(crate) fn default_log_elems(runtime: &str, n: usize) -> Option<(usize, usize
 ///   against 1622 with 4096 and 1880–1919 with 1024; N = 1024: one row a slab, two slabs, in
 ///   groups of 2 stages 1764–1799 (groups of 3: 1720–1730), against 1272 with 4096 and
 ///   1607–1634 with 2048.
-/// - WGSL (measured on Vulkan; Metal and DX12 compile the same WGSL): 1024 elements a cube at N = 256 (1579–1584 against 1343) and at 1024 (one slab,
-///   1347–1363 against 972).
+/// - WGSL (measured on Vulkan; Metal and DX12 compile the same WGSL): 1024 elements a cube at
+///   N = 256 (1579–1584 against 1343) and at 1024 (one slab, 1347–1363 against 972).
 /// - CUDA keeps 4096 at N = 256 and 1024: 2048 gave 1455 at N = 1024 (1912 with 4096), 1024 gave
 ///   897; at N = 256 the sizes from 1024 to 4096 were within 1 %, 512 gave 1809.
 /// - CUDA at N = 2048: one row a slab (2048 elements a cube), four slabs of 8 in groups of 3,
@@ -889,8 +889,8 @@ mod tests {
     use super::*;
     use crate::ops::butterfly::Permutation;
 
-    /// Every size, element count, group size, order and cube size, each applying all its stages or only
-    /// the first few (the backward's recompute).
+    /// Every size, element count, group size, order and cube size, each applying all its stages
+    /// or only the first few (the backward's recompute).
     fn configs() -> impl Iterator<Item = RadixConfig> {
         (1..=12).flat_map(|log_n| {
             (1..=MAX_LOG_ELEMS).flat_map(move |e| {
