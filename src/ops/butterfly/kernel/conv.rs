@@ -19,9 +19,9 @@ use burn_cubecl::{kernel::into_contiguous, tensor::CubeTensor, CubeRuntime, Floa
 use cubecl::{prelude::*, CubeDim};
 
 use super::radix::{
-    deposit_thread, exchange, group_stages, move_group, radix_twiddles, reversed, swizzled, RadixConfig,
+    deposit_thread, exchange, group_stages, move_group, radix_twiddles, reversed, swizzled, Quad, RadixConfig,
 };
-use super::{env_override, reverse_bits, InputOrder, Order, TwiddleTables};
+use super::{env_override, reverse_bits, InputOrder, Order};
 use crate::ops::cubecl::{empties, grid};
 
 /// Shared memory a cube fills at most (Metal's limit, which every wgpu and CUDA device offers).
@@ -135,14 +135,14 @@ fn load_real<F: Float>(
 }
 
 /// Every stage of the butterfly on the row in registers: from the first group's layout to the
-/// last group's, the twiddles read from `base` on in the tables.
+/// last group's, the twiddles read from vector `base` on in the relaid table.
 #[cube]
 fn transform<F: Float>(
     s_re: &mut SharedMemory<F>,
     s_im: &mut SharedMemory<F>,
     vr: &mut Array<F>,
     vi: &mut Array<F>,
-    twiddles: &TwiddleTables<F>,
+    twiddles: &Array<Quad<F>>,
     base: usize,
     #[comptime] cfg: RadixConfig,
 ) {
@@ -205,7 +205,7 @@ fn permute_result<F: Float>(
 fn conv_taps_kernel<F: Float>(
     taps: &Array<F>,
     order: &Array<u32>,
-    twiddles: &TwiddleTables<F>,
+    twiddles: &Array<Quad<F>>,
     spectrum: &mut Array<F>,
     taps_len: u32,
     plane: u32,
@@ -244,7 +244,7 @@ fn conv_kernel<F: Float>(
     spectrum: &Array<F>,
     bias: &Array<F>,
     order: &Array<u32>,
-    twiddles: &TwiddleTables<F>,
+    twiddles: &Array<Quad<F>>,
     output: &mut Array<F>,
     channels: u32,
     length: u32,
@@ -358,7 +358,7 @@ pub(crate) fn fft_conv<R: CubeRuntime, F: FloatElement>(
     // SAFETY: a cube per channel (row) of N / 2^e threads holding 2^e elements each, which
     // cover the row exactly (shared-memory slots below N: the swizzle permutes the lowest five
     // bits); reads of the taps and the row are masked by their lengths, twiddle reads stay within
-    // the relaid tables (log2 N · 4 · N/2), table reads within its 2N words, spectrum reads and
+    // the relaid table (log2 N · N/2 blocks of two quads), table reads within its 2N words, spectrum reads and
     // writes within channels · N per part.
     unsafe {
         conv_taps_kernel::launch_unchecked::<F, R>(
@@ -367,7 +367,7 @@ pub(crate) fn fft_conv<R: CubeRuntime, F: FloatElement>(
             CubeDim::new_1d(cfg.radix.threads() as u32),
             weight.clone().into_array_arg(),
             order.table.clone().into_array_arg(),
-            tables.twiddles::<F>(),
+            tables.clone().into_array_arg(),
             spectrum.clone().into_array_arg(),
             taps as u32,
             plane,
@@ -382,7 +382,7 @@ pub(crate) fn fft_conv<R: CubeRuntime, F: FloatElement>(
             spectrum.into_array_arg(),
             bias.into_array_arg(),
             order.table.clone().into_array_arg(),
-            tables.twiddles::<F>(),
+            tables.into_array_arg(),
             output.clone().into_array_arg(),
             channels as u32,
             length as u32,

@@ -6,7 +6,8 @@ use cubecl::{prelude::*, CubeDim};
 use super::columns::{self, ColumnsConfig};
 use super::radix::{self, RadixConfig};
 use super::{
-    device_passes, env_override, reverse_bits, InputOrder, Order, Pass, PassConfig, Split, SplitInput, TwiddleTables,
+    block_times, device_passes, env_override, load_block, reverse_bits, InputOrder, Order, Pass, PassConfig, Split,
+    SplitInput, TwiddleTables, Twiddles,
 };
 use crate::ops::cubecl::empty;
 use crate::ops::cubecl::grid;
@@ -126,42 +127,6 @@ pub(crate) fn twiddle_of(line: usize, k_local: usize, #[comptime] cfg: PassConfi
     }
 }
 
-/// One 2×2 complex block of twiddles.
-#[derive(CubeType)]
-pub(crate) struct Twiddles<F: Float> {
-    pub(crate) t00r: F,
-    pub(crate) t00i: F,
-    pub(crate) t01r: F,
-    pub(crate) t01i: F,
-    pub(crate) t10r: F,
-    pub(crate) t10i: F,
-    pub(crate) t11r: F,
-    pub(crate) t11i: F,
-}
-
-/// The 2×2 block `k` of stage `stage` from planar tables `[log2 n, 4, n/2]` (see
-/// [`planar_twiddles`]): consecutive threads read consecutive blocks, so each of the eight loads
-/// of a warp is one contiguous 128-byte line.
-#[cube]
-pub(crate) fn load_block<F: Float>(
-    twiddles: &TwiddleTables<F>,
-    stage: usize,
-    k: usize,
-    #[comptime] half_n: usize,
-) -> Twiddles<F> {
-    let w = stage * comptime![4 * half_n] + k;
-    Twiddles::<F> {
-        t00r: twiddles.re[w],
-        t00i: twiddles.im[w],
-        t01r: twiddles.re[w + half_n],
-        t01i: twiddles.im[w + half_n],
-        t10r: twiddles.re[w + comptime![2 * half_n]],
-        t10i: twiddles.im[w + comptime![2 * half_n]],
-        t11r: twiddles.re[w + comptime![3 * half_n]],
-        t11i: twiddles.im[w + comptime![3 * half_n]],
-    }
-}
-
 /// `[log2 n, n/2, 2, 2]` → `[log2 n, 4, n/2]`, one element per unit.
 #[cube(launch_unchecked)]
 fn planar_twiddles_kernel<F: Float>(input: &Array<F>, output: &mut Array<F>, #[comptime] half_n: usize) {
@@ -208,11 +173,11 @@ fn apply_block<F: Float>(
     i1: usize,
     tw: &Twiddles<F>,
 ) {
-    let (ar, ai, br, bi) = (s_re[i0], s_im[i0], s_re[i1], s_im[i1]);
-    s_re[i0] = tw.t00r * ar - tw.t00i * ai + tw.t01r * br - tw.t01i * bi;
-    s_im[i0] = tw.t00r * ai + tw.t00i * ar + tw.t01r * bi + tw.t01i * br;
-    s_re[i1] = tw.t10r * ar - tw.t10i * ai + tw.t11r * br - tw.t11i * bi;
-    s_im[i1] = tw.t10r * ai + tw.t10i * ar + tw.t11r * bi + tw.t11i * br;
+    let (c0r, c0i, c1r, c1i) = block_times(tw, s_re[i0], s_im[i0], s_re[i1], s_im[i1]);
+    s_re[i0] = c0r;
+    s_im[i0] = c0i;
+    s_re[i1] = c1r;
+    s_im[i1] = c1i;
 }
 
 /// One cube transforms `rows` lines: load (permuted on the first pass) into shared memory, run

@@ -377,6 +377,53 @@ pub(crate) struct TwiddleTables<F: Float> {
     pub im: Array<F>,
 }
 
+/// One 2×2 complex block of twiddles.
+#[derive(CubeType)]
+pub(crate) struct Twiddles<F: Float> {
+    pub(crate) t00r: F,
+    pub(crate) t00i: F,
+    pub(crate) t01r: F,
+    pub(crate) t01i: F,
+    pub(crate) t10r: F,
+    pub(crate) t10i: F,
+    pub(crate) t11r: F,
+    pub(crate) t11i: F,
+}
+
+/// The 2×2 block `k` of stage `stage` from planar tables `[log2 n, 4, n/2]` (see
+/// [`planar_twiddles`]): consecutive threads read consecutive blocks, so each of the eight loads
+/// of a warp is one contiguous 128-byte line.
+#[cube]
+pub(crate) fn load_block<F: Float>(
+    twiddles: &TwiddleTables<F>,
+    stage: usize,
+    k: usize,
+    #[comptime] half_n: usize,
+) -> Twiddles<F> {
+    let w = stage * comptime![4 * half_n] + k;
+    Twiddles::<F> {
+        t00r: twiddles.re[w],
+        t00i: twiddles.im[w],
+        t01r: twiddles.re[w + half_n],
+        t01i: twiddles.im[w + half_n],
+        t10r: twiddles.re[w + comptime![2 * half_n]],
+        t10i: twiddles.im[w + comptime![2 * half_n]],
+        t11r: twiddles.re[w + comptime![3 * half_n]],
+        t11i: twiddles.im[w + comptime![3 * half_n]],
+    }
+}
+
+/// `T · (a, b)` for one complex 2×2 block: `(c0r, c0i, c1r, c1i)`.
+#[cube]
+pub(crate) fn block_times<F: Float>(tw: &Twiddles<F>, ar: F, ai: F, br: F, bi: F) -> (F, F, F, F) {
+    (
+        tw.t00r * ar - tw.t00i * ai + tw.t01r * br - tw.t01i * bi,
+        tw.t00r * ai + tw.t00i * ar + tw.t01r * bi + tw.t01i * br,
+        tw.t10r * ar - tw.t10i * ai + tw.t11r * br - tw.t11i * bi,
+        tw.t10r * ai + tw.t10i * ar + tw.t11r * bi + tw.t11i * br,
+    )
+}
+
 /// A split-complex tensor on the host, as [`SplitInput`] takes it.
 #[derive(Clone, Debug)]
 pub(crate) struct Split<R: CubeRuntime> {

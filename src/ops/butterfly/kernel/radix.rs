@@ -21,7 +21,8 @@
 //! - **Coalesced twiddles.** For a stage `p` of group `G`, the forward reads the twiddles
 //!   relaid by [`radix_twiddles`]: block `k` sits at its column bits outside `G` in the group's
 //!   lane-first order, then the group's other bits above. A warp's lanes are the lowest of
-//!   those, so each of its twiddle loads is one contiguous line.
+//!   those, and a block's four real parts (and its four imaginary parts) sit side by side, so a
+//!   block is two 16-byte vector loads ([`Quad`]) and each of a warp's is 512 contiguous bytes.
 //! - **Twiddle reuse.** A thread's instances differ in row bits (where the cube holds enough
 //!   rows): each twiddle block is loaded once and applied to all of them (groups smaller than
 //!   the thread's elements trade more shared-memory rounds for more rows per load).
@@ -29,7 +30,7 @@
 use burn_cubecl::{tensor::CubeTensor, CubeRuntime, FloatElement};
 use cubecl::{prelude::*, CubeDim};
 
-use super::{reverse_bits, InputOrder, Order, Split, SplitInput, TwiddleTables};
+use super::{block_times, load_block, reverse_bits, InputOrder, Order, Split, SplitInput, TwiddleTables, Twiddles};
 use crate::ops::cubecl::{empty, grid};
 
 /// Largest group of stages a thread holds (2^5 = 32 complex elements: 64 registers).
@@ -78,11 +79,20 @@ pub(crate) const LOG_GROUP_VAR: &str = "LEARNED_FFT_RADIX_LOG_GROUP";
 /// arrays fall off there as through WGSL (32 elements in groups of 4 at 1024: 237; four slabs at
 /// 4096: 323–330). With the smaller cubes of [`default_log_cube`], groups of 2 stages won at 1024
 /// on SPIR-V (1764–1799 against 1720–1730 in groups of 3).
+///
+/// With the twiddle blocks read as two vector loads ([`Quad`]) instead of eight scalar ones
+/// (H100, CUDA, 2026-11-27, 256 MiB, forward back to back, one call, two rounds, GB/s): N = 1024
+/// moved to two slabs of 16 elements in groups of 2 stages (2262–2274, against 1798–1802 for 32
+/// in groups of 4 with vector loads and 1991–2005 with scalar ones; 16 in groups of 2 on one
+/// slab 2173–2197), N = 256 to 32 elements in groups of 2 (2386–2436, against 1994–1995 for 16
+/// in groups of 2 with vector loads and 2384–2434 with scalar ones). N = 4096 kept its mapping
+/// (1312–1322 → 1395–1403 with vector loads). Nsight Compute at N = 1024 with the old mapping:
+/// vector loads cut the instructions by 10 % but raised the registers from 128 to 168 a thread.
 pub(crate) fn default_log_elems(runtime: &str, n: usize) -> Option<(usize, usize, usize)> {
     match (runtime, n) {
         ("cuda", ..=64) => Some((4, 4, 0)),
-        ("cuda", 256) => Some((4, 2, 0)),
-        ("cuda", 1024) => Some((5, 4, 0)),
+        ("cuda", 256) => Some((5, 2, 0)),
+        ("cuda", 1024) => Some((4, 2, 1)),
         ("cuda", 2048 | 4096) => Some((3, 3, 2)),
         ("cuda", _) => Some((5, 2, 0)),
         (SPIRV_RUNTIME, 1024) => Some((3, 2, 1)),
@@ -396,7 +406,53 @@ impl RadixConfig {
     }
 }
 
-/// `x_i0, x_i1 ← T · (x_i0, x_i1)` for the block `(tr, ti)` at entries `w + c · half_n`.
+/// Four entries of a twiddle block (`t00, t01, t10, t11`, real or imaginary parts) as one
+/// vector: a block is two vector loads instead of eight scalar ones.
+pub(crate) type Quad<F> = Vector<F, Const<4>>;
+
+/// `x_a, x_b ← T · (x_a, x_b)` in registers.
+#[cube]
+fn apply_registers<F: Float>(
+    vr: &mut Array<F>,
+    vi: &mut Array<F>,
+    #[comptime] a: usize,
+    #[comptime] b: usize,
+    tw: &Twiddles<F>,
+) {
+    let (c0r, c0i, c1r, c1i) = block_times(tw, vr[a], vi[a], vr[b], vi[b]);
+    vr[a] = c0r;
+    vi[a] = c0i;
+    vr[b] = c1r;
+    vi[b] = c1i;
+}
+
+/// `x_a, x_b ← T · (x_a, x_b)` for the block whose real parts are vector `w` of the relaid
+/// tables ([`radix_twiddles`]) and imaginary parts vector `w + half_n`.
+#[cube]
+pub(crate) fn apply_quad<F: Float>(
+    vr: &mut Array<F>,
+    vi: &mut Array<F>,
+    #[comptime] a: usize,
+    #[comptime] b: usize,
+    twiddles: &Array<Quad<F>>,
+    w: usize,
+    #[comptime] half_n: usize,
+) {
+    let (tr, ti) = (twiddles[w], twiddles[w + half_n]);
+    let tw = Twiddles::<F> {
+        t00r: tr[0],
+        t00i: ti[0],
+        t01r: tr[1],
+        t01i: ti[1],
+        t10r: tr[2],
+        t10i: ti[2],
+        t11r: tr[3],
+        t11i: ti[3],
+    };
+    apply_registers(vr, vi, a, b, &tw);
+}
+
+/// `x_a, x_b ← T · (x_a, x_b)` for the block at entries `w + c · half_n` of planar tables.
 #[cube]
 pub(crate) fn apply<F: Float>(
     vr: &mut Array<F>,
@@ -407,19 +463,7 @@ pub(crate) fn apply<F: Float>(
     w: usize,
     #[comptime] half_n: usize,
 ) {
-    let t00r = twiddles.re[w];
-    let t00i = twiddles.im[w];
-    let t01r = twiddles.re[w + half_n];
-    let t01i = twiddles.im[w + half_n];
-    let t10r = twiddles.re[w + comptime![2 * half_n]];
-    let t10i = twiddles.im[w + comptime![2 * half_n]];
-    let t11r = twiddles.re[w + comptime![3 * half_n]];
-    let t11i = twiddles.im[w + comptime![3 * half_n]];
-    let (ar, ai, br, bi) = (vr[a], vi[a], vr[b], vi[b]);
-    vr[a] = t00r * ar - t00i * ai + t01r * br - t01i * bi;
-    vi[a] = t00r * ai + t00i * ar + t01r * bi + t01i * br;
-    vr[b] = t10r * ar - t10i * ai + t11r * br - t11i * bi;
-    vi[b] = t10r * ai + t10i * ar + t11r * bi + t11i * br;
+    apply_registers(vr, vi, a, b, &load_block(twiddles, 0, w, half_n));
 }
 
 /// The cube index of thread `t`'s first instance of group `gi` (`t < threads`; its group bits
@@ -502,13 +546,14 @@ pub(crate) fn move_group<F: Float>(
 }
 
 /// Group `gi`'s stages on the thread's registers (every slab and instance; thread `t`), each
-/// twiddle block loaded once for every instance that shares it, from `base` on in the tables.
+/// twiddle block loaded once for every instance that shares it, from vector `base` on in the
+/// relaid tables ([`radix_twiddles`]).
 #[cube]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn group_stages<F: Float>(
     vr: &mut Array<F>,
     vi: &mut Array<F>,
-    twiddles: &TwiddleTables<F>,
+    twiddles: &Array<Quad<F>>,
     t: usize,
     base: usize,
     #[comptime] cfg: RadixConfig,
@@ -529,7 +574,7 @@ pub(crate) fn group_stages<F: Float>(
     #[unroll]
     for st in 0..g {
         let stage = comptime![b0 + st];
-        let stage_base = comptime![stage * 4 * half_n];
+        let stage_base = comptime![stage * 2 * half_n];
         #[unroll]
         for pair in 0..comptime![r / 2] {
             // The pair's elements: `pair` with a zero inserted at bit st, and that plus 2^st.
@@ -543,7 +588,7 @@ pub(crate) fn group_stages<F: Float>(
                     #[unroll]
                     for q in 0..instances {
                         let at = comptime![s * elems + q * r];
-                        apply(vr, vi, at + e0, at + e1, twiddles, w, half_n);
+                        apply_quad(vr, vi, at + e0, at + e1, twiddles, w, half_n);
                     }
                 }
             } else {
@@ -553,7 +598,7 @@ pub(crate) fn group_stages<F: Float>(
                     #[unroll]
                     for s in 0..stack {
                         let at = comptime![s * elems + q * r];
-                        apply(vr, vi, at + e0, at + e1, twiddles, w, half_n);
+                        apply_quad(vr, vi, at + e0, at + e1, twiddles, w, half_n);
                     }
                 }
             }
@@ -598,7 +643,7 @@ pub(crate) fn exchange<F: Float>(
 pub(crate) fn butterfly_radix_kernel<F: Float>(
     x: &SplitInput<F>,
     order: &Array<u32>,
-    twiddles: &TwiddleTables<F>,
+    twiddles: &Array<Quad<F>>,
     output: &mut Array<F>,
     batch: u32,
     #[comptime] cfg: RadixConfig,
@@ -627,7 +672,7 @@ pub(crate) fn butterfly_radix_kernel<F: Float>(
     let t = UNIT_POS_X as usize;
     let plane = batch * row_len;
     let h_dst = h * n;
-    let tw_base = h * comptime![cfg.stages * 2 * n];
+    let tw_base = h * comptime![cfg.stages * n];
     let last = comptime![cfg.groups() - 1];
     let mut vr = Array::<F>::new(comptime![elems * stack]);
     let mut vi = Array::<F>::new(comptime![elems * stack]);
@@ -761,18 +806,20 @@ pub(crate) fn butterfly_radix_kernel<F: Float>(
     }
 }
 
-/// `[log2 n, n/2, 2, 2]` (any strides) → `[log2 n, 4, n/2]` (contiguous), each stage's blocks
-/// at their [`RadixConfig::twiddle_address`], both tables in one launch, one entry per unit.
+/// `[log2 n, n/2, 2, 2]` (any strides, re and im) → one contiguous `[log2 n, 2, n/2, 4]`: per
+/// stage the real parts, then the imaginary parts, of its blocks at their
+/// [`RadixConfig::twiddle_address`], the block's four entries side by side (one [`Quad`]); one
+/// entry of both tables per unit, `len` units (`log2 n · 4 · n/2`, times the chunks).
 #[cube(launch_unchecked)]
 fn radix_twiddles_kernel<F: Float>(
     input: &StridedTwiddles<F>,
-    out_re: &mut Array<F>,
-    out_im: &mut Array<F>,
+    output: &mut Array<F>,
+    len: u32,
     #[comptime] cfg: RadixConfig,
 ) {
     let half_n = comptime![1usize << (cfg.log_n - 1)];
     let o = CUBE_POS * comptime![RELAYOUT_THREADS] + UNIT_POS_X as usize;
-    if o >= out_re.len() {
+    if o >= len as usize {
         terminate!();
     }
     // Chunk `chunk`'s tables follow one another; its blocks are the row's from `chunk · n/2` on.
@@ -809,8 +856,10 @@ fn radix_twiddles_kernel<F: Float>(
         stage * input.re.stride(0) + k * input.re.stride(1) + row * input.re.stride(2) + col * input.re.stride(3);
     let at_im =
         stage * input.im.stride(0) + k * input.im.stride(1) + row * input.im.stride(2) + col * input.im.stride(3);
-    out_re[o] = input.re[at_re];
-    out_im[o] = input.im[at_im];
+    // Entry c of the block at address `a`: vector `(chunk, stage) · n + a` (re), `+ n/2` (im).
+    let at = ((o / comptime![4 * half_n]) * comptime![2 * half_n] + a) * 4 + c;
+    output[at] = input.re[at_re];
+    output[at + comptime![4 * half_n]] = input.im[at_im];
 }
 
 /// The twiddle tables as the user's module holds them, `[log2 n, n/2, 2, 2]` with any strides:
@@ -825,15 +874,17 @@ struct StridedTwiddles<F: Float> {
 const RELAYOUT_THREADS: usize = 256;
 
 /// Both twiddle tables (`[log2 n, n/2, 2, 2]`, any strides) relaid for
-/// [`butterfly_radix_kernel`], in one launch: the stages it applies (`cfg.stages`), `[stages,
-/// 4, n/2]` each, for each chunk of a chunked pass (`[chunks, stages, 4, n/2]`, chunk `h`'s
-/// blocks being the row's `h · n/2 …`).
+/// [`butterfly_radix_kernel`] into one table, in one launch: the stages it applies
+/// (`cfg.stages`), `[stages, 2, n/2, 4]` (see [`radix_twiddles_kernel`]), for each chunk of a
+/// chunked pass (`[chunks, stages, 2, n/2, 4]`, chunk `h`'s blocks being the row's `h · n/2 …`).
+/// The kernels read it as [`Quad`]s: a warp's load of one part of 32 consecutive blocks is 512
+/// contiguous bytes.
 pub(crate) fn radix_twiddles<R: CubeRuntime, F: FloatElement>(
     (re, im): (&CubeTensor<R>, &CubeTensor<R>),
     cfg: RadixConfig,
-) -> Split<R> {
+) -> CubeTensor<R> {
     let len = (cfg.stages * 4 * (1 << (cfg.log_n - 1))) << cfg.log_chunks;
-    let (out_re, out_im) = (empty::<R, F>(re, vec![len]), empty::<R, F>(re, vec![len]));
+    let output = empty::<R, F>(re, vec![2 * len]);
     // SAFETY: units past `len` are masked; every read is at the strided offset of an in-bounds
     // 4-D index (stage < log2 n, block < n/2, entry < 4).
     unsafe {
@@ -842,12 +893,12 @@ pub(crate) fn radix_twiddles<R: CubeRuntime, F: FloatElement>(
             grid(len.div_ceil(RELAYOUT_THREADS)),
             CubeDim::new_1d(RELAYOUT_THREADS as u32),
             StridedTwiddlesLaunch::new(re.clone().into_tensor_arg(), im.clone().into_tensor_arg()),
-            out_re.clone().into_array_arg(),
-            out_im.clone().into_array_arg(),
+            output.clone().into_array_arg(),
+            len as u32,
             cfg,
         );
     }
-    Split::new(out_re, out_im)
+    output
 }
 
 /// Launches the register-resident forward: `x` `[batch, n]` (contiguous), twiddles
@@ -874,7 +925,7 @@ pub(crate) fn forward<R: CubeRuntime, F: FloatElement>(
             CubeDim::new_1d(cfg.threads() as u32),
             x.arg::<F>(),
             order.table.clone().into_array_arg(),
-            tables.twiddles::<F>(),
+            tables.into_array_arg(),
             output.clone().into_array_arg(),
             batch as u32,
             cfg,

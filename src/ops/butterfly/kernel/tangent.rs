@@ -9,22 +9,9 @@
 use burn_cubecl::{tensor::CubeTensor, CubeRuntime, FloatElement};
 use cubecl::{prelude::*, CubeDim};
 
-use super::forward::{
-    line_element, load_block, load_lines, planar_split, slot_of, swizzled, swizzled_pair, twiddle_of, Twiddles,
-};
-use super::{passes, InputOrder, Pass, PassConfig, Split, SplitInput, TwiddleTables};
+use super::forward::{line_element, load_lines, planar_split, slot_of, swizzled, swizzled_pair, twiddle_of};
+use super::{block_times, load_block, passes, InputOrder, Pass, PassConfig, Split, SplitInput, TwiddleTables};
 use crate::ops::cubecl::{empty, grid};
-
-/// `T · (a, b)` for one complex 2×2 block: `(c0r, c0i, c1r, c1i)`.
-#[cube]
-fn block_times<F: Float>(tw: &Twiddles<F>, ar: F, ai: F, br: F, bi: F) -> (F, F, F, F) {
-    (
-        tw.t00r * ar - tw.t00i * ai + tw.t01r * br - tw.t01i * bi,
-        tw.t00r * ai + tw.t00i * ar + tw.t01r * bi + tw.t01i * br,
-        tw.t10r * ar - tw.t10i * ai + tw.t11r * br - tw.t11i * bi,
-        tw.t10r * ai + tw.t10i * ar + tw.t11r * bi + tw.t11i * br,
-    )
-}
 
 /// Stores the cube's lines from `re`, `im` into the packed `[2, batch, n]` output `y`.
 #[cube]
