@@ -88,6 +88,10 @@ pub(crate) const LOG_GROUP_VAR: &str = "LEARNED_FFT_RADIX_LOG_GROUP";
 /// in groups of 2 with vector loads and 2384–2434 with scalar ones). N = 4096 kept its mapping
 /// (1312–1322 → 1395–1403 with vector loads). Nsight Compute at N = 1024 with the old mapping:
 /// vector loads cut the instructions by 10 % but raised the registers from 128 to 168 a thread.
+/// Through WGSL (wgpu, same day, 1024-element cubes) N = 1024 moved to two slabs of 8 elements in
+/// groups of 3 with the vector loads: 1766–1803 GB/s against 1493–1523 for one slab (four rounds
+/// of 50 iterations, CUDA 2268–2279 in the same call: 0.78–0.79 of it; two slabs of 8 in groups
+/// of 2 1605–1620, 16 elements in groups of 4 1559–1563).
 pub(crate) fn default_log_elems(runtime: &str, n: usize) -> Option<(usize, usize, usize)> {
     match (runtime, n) {
         ("cuda", ..=64) => Some((4, 4, 0)),
@@ -96,7 +100,7 @@ pub(crate) fn default_log_elems(runtime: &str, n: usize) -> Option<(usize, usize
         ("cuda", 2048 | 4096) => Some((3, 3, 2)),
         ("cuda", _) => Some((5, 2, 0)),
         (SPIRV_RUNTIME, 1024) => Some((3, 2, 1)),
-        (_, 256 | 4096) => Some((3, 3, 1)),
+        (_, 256 | 1024 | 4096) => Some((3, 3, 1)),
         _ => Some((3, 3, 0)),
     }
 }
@@ -113,6 +117,10 @@ pub(crate) fn default_log_elems(runtime: &str, n: usize) -> Option<(usize, usize
 ///   1607–1634 with 2048.
 /// - WGSL (measured on Vulkan; Metal and DX12 compile the same WGSL): 1024 elements a cube at
 ///   N = 256 (1579–1584 against 1343) and at 1024 (one slab, 1347–1363 against 972).
+/// - SPIR-V at N = 256 with the vector twiddle loads: 1024 elements a cube (two rows a slab,
+///   two slabs of 8 in groups of 3) 2368–2419 GB/s against 1883–2000 with 512 (four rounds of 50
+///   iterations, CUDA 2454–2488 in the same call: 0.95–0.98 of it), so SPIR-V and WGSL now share
+///   1024-element cubes at both sizes.
 /// - CUDA keeps 4096 at N = 256 and 1024: 2048 gave 1455 at N = 1024 (1912 with 4096), 1024 gave
 ///   897; at N = 256 the sizes from 1024 to 4096 were within 1 %, 512 gave 1809.
 /// - CUDA at N = 2048: one row a slab (2048 elements a cube), four slabs of 8 in groups of 3,
@@ -121,9 +129,7 @@ pub(crate) fn default_log_elems(runtime: &str, n: usize) -> Option<(usize, usize
 pub(crate) fn default_log_cube(runtime: &str, n: usize) -> Option<usize> {
     match (runtime, n) {
         ("cuda", 2048) => Some(11),
-        (SPIRV_RUNTIME, 256) => Some(9),
-        (SPIRV_RUNTIME, 1024) => Some(10),
-        (WGSL_RUNTIME, 256 | 1024) => Some(10),
+        (SPIRV_RUNTIME | WGSL_RUNTIME, 256 | 1024) => Some(10),
         _ => None,
     }
 }
