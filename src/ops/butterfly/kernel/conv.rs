@@ -358,8 +358,8 @@ pub(crate) fn fft_conv<R: CubeRuntime, F: FloatElement>(
     // SAFETY: a cube per channel (row) of N / 2^e threads holding 2^e elements each, which
     // cover the row exactly (shared-memory slots below N: the swizzle permutes the lowest five
     // bits); reads of the taps and the row are masked by their lengths, twiddle reads stay within
-    // the relaid table (log2 N · N/2 blocks of two quads), table reads within its 2N words, spectrum reads and
-    // writes within channels · N per part.
+    // the relaid table (log2 N · N/2 blocks of two quads), table reads within its 2N words,
+    // spectrum reads and writes within channels · N per part.
     unsafe {
         conv_taps_kernel::launch_unchecked::<F, R>(
             &client,

@@ -391,7 +391,7 @@ pub(crate) struct Twiddles<F: Float> {
 }
 
 /// The 2×2 block `k` of stage `stage` from planar tables `[log2 n, 4, n/2]` (see
-/// [`planar_twiddles`]): consecutive threads read consecutive blocks, so each of the eight loads
+/// [`forward::planar_twiddles`]): consecutive threads read consecutive blocks, so each of the eight loads
 /// of a warp is one contiguous 128-byte line.
 #[cube]
 pub(crate) fn load_block<F: Float>(

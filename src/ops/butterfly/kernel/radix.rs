@@ -432,20 +432,12 @@ fn apply_registers<F: Float>(
     vi[b] = c1i;
 }
 
-/// `x_a, x_b ← T · (x_a, x_b)` for the block whose real parts are vector `w` of the relaid
-/// tables ([`radix_twiddles`]) and imaginary parts vector `w + half_n`.
+/// The block whose real parts are vector `w` of the relaid tables ([`radix_twiddles`]) and
+/// imaginary parts vector `w + half_n`: two vector loads.
 #[cube]
-pub(crate) fn apply_quad<F: Float>(
-    vr: &mut Array<F>,
-    vi: &mut Array<F>,
-    #[comptime] a: usize,
-    #[comptime] b: usize,
-    twiddles: &Array<Quad<F>>,
-    w: usize,
-    #[comptime] half_n: usize,
-) {
+fn load_quads<F: Float>(twiddles: &Array<Quad<F>>, w: usize, #[comptime] half_n: usize) -> Twiddles<F> {
     let (tr, ti) = (twiddles[w], twiddles[w + half_n]);
-    let tw = Twiddles::<F> {
+    Twiddles::<F> {
         t00r: tr[0],
         t00i: ti[0],
         t01r: tr[1],
@@ -454,8 +446,7 @@ pub(crate) fn apply_quad<F: Float>(
         t10i: ti[2],
         t11r: tr[3],
         t11i: ti[3],
-    };
-    apply_registers(vr, vi, a, b, &tw);
+    }
 }
 
 /// `x_a, x_b ← T · (x_a, x_b)` for the block at entries `w + c · half_n` of planar tables.
@@ -588,23 +579,24 @@ pub(crate) fn group_stages<F: Float>(
             let e1 = comptime![e0 + (1usize << st)];
             let inside = comptime![pair << (log_n - g)];
             if comptime![shares] {
-                let w = (outside_t | inside) + stage_base + base;
+                let tw = load_quads(twiddles, (outside_t | inside) + stage_base + base, half_n);
                 #[unroll]
                 for s in 0..stack {
                     #[unroll]
                     for q in 0..instances {
                         let at = comptime![s * elems + q * r];
-                        apply_quad(vr, vi, at + e0, at + e1, twiddles, w, half_n);
+                        apply_registers(vr, vi, at + e0, at + e1, &tw);
                     }
                 }
             } else {
                 #[unroll]
                 for q in 0..instances {
                     let w = (outside_t | comptime![cfg.outside(gi, q * threads) | inside]) + stage_base + base;
+                    let tw = load_quads(twiddles, w, half_n);
                     #[unroll]
                     for s in 0..stack {
                         let at = comptime![s * elems + q * r];
-                        apply_quad(vr, vi, at + e0, at + e1, twiddles, w, half_n);
+                        apply_registers(vr, vi, at + e0, at + e1, &tw);
                     }
                 }
             }
