@@ -383,6 +383,7 @@ pub(super) fn radix_config<R: CubeRuntime, F: FloatElement>(
     static LOG_GROUP: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
     static LOG_STACK: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
     static LOG_CUBE: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
+    static RELOAD: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
     let client = R::client(device);
     let props = client.properties().hardware.clone();
     let (units, mut shared) = (props.max_units_per_cube as usize, props.max_shared_memory_size);
@@ -400,6 +401,9 @@ pub(super) fn radix_config<R: CubeRuntime, F: FloatElement>(
     };
     let log_group = env_override(&LOG_GROUP, radix::LOG_GROUP_VAR).unwrap_or(log_group);
     let log_stack = env_override(&LOG_STACK, radix::LOG_STACK_VAR).unwrap_or(log_stack);
+    let reload = env_override(&RELOAD, radix::RELOAD_VAR)
+        .map(|v| v != 0)
+        .unwrap_or_else(|| radix::default_reload(R::name(&client), n));
     RadixConfig::with_elems(n, std::mem::size_of::<F>(), units, shared, order, (log_elems, log_group))
-        .map(|cfg| cfg.stacked(log_stack))
+        .map(|cfg| cfg.stacked(log_stack).reloading(reload))
 }

@@ -134,6 +134,20 @@ pub(crate) fn default_log_cube(runtime: &str, n: usize) -> Option<usize> {
     }
 }
 
+/// Whether the kernels reload each twiddle block for every slab and instance it serves on
+/// runtime `runtime` at size `n` ([`RadixConfig::reload`]). CUDA's compiler merges such reloads
+/// into one load, and so loads once or reloads makes no difference there. Through WGSL the
+/// reloads are kept, and they gain at N = 1024 only (H100, 2026-11-28, one call, two rounds of
+/// 50 iterations, forward back to back, GB/s, loaded once → reloaded): 1024 1595–1616 →
+/// 1739–1773 (CUDA 2264–2265), 256 2098–2134 → 1976–1987, 4096 1273–1279 → 1141–1152, 16384
+/// 710–711 → 697–699.
+pub(crate) fn default_reload(runtime: &str, n: usize) -> bool {
+    matches!((runtime, n), (WGSL_RUNTIME, 1024))
+}
+
+/// The environment variable that overrides [`default_reload`] (0 or 1).
+pub(crate) const RELOAD_VAR: &str = "LEARNED_FFT_RADIX_RELOAD";
+
 /// CubeCL's name for wgpu on Vulkan with its SPIR-V compiler (the crate feature `vulkan`).
 pub(crate) const SPIRV_RUNTIME: &str = "wgpu<spirv>";
 /// CubeCL's name for wgpu through WGSL (Vulkan without the feature `vulkan`, Metal, DX12).
@@ -178,6 +192,10 @@ pub(crate) struct RadixConfig {
     /// pass of one of `n · 2^log_chunks` points ([`Self::chunked`]), each cube's rows being chunk
     /// `h` (its stages' twiddles from `h · n/2` on) of consecutive batch rows.
     pub log_chunks: usize,
+    /// Whether each twiddle block is loaded again for every slab and instance it serves
+    /// instead of once for all of them ([`default_reload`]): more loads (L1 hits), shorter
+    /// register live ranges.
+    pub reload: bool,
 }
 
 impl RadixConfig {
@@ -227,7 +245,17 @@ impl RadixConfig {
 
     /// Every stage of `2^log_n` points, `2^log_rows` rows a cube, one slab, not chunked.
     fn plain(log_n: usize, log_rows: usize, order: Order, (log_elems, log_group): (usize, usize)) -> Self {
-        RadixConfig { log_n, log_rows, log_elems, log_group, log_stack: 0, order, stages: log_n, log_chunks: 0 }
+        RadixConfig {
+            log_n,
+            log_rows,
+            log_elems,
+            log_group,
+            log_stack: 0,
+            order,
+            stages: log_n,
+            log_chunks: 0,
+            reload: false,
+        }
     }
 
     /// The same mapping with `2^log_stack` slabs per cube (at most [`MAX_LOG_STACK`]).
@@ -244,6 +272,12 @@ impl RadixConfig {
     pub fn chunked(self, log_chunks: usize) -> Option<Self> {
         let cfg = RadixConfig { log_chunks, ..self };
         (self.log_rows == 0 && self.stages == self.log_n && cfg.direct_load()).then_some(cfg)
+    }
+
+    /// The same mapping with each twiddle block reloaded for every slab and instance it serves
+    /// where `reload` ([`Self::reload`]).
+    pub fn reloading(self, reload: bool) -> Self {
+        RadixConfig { reload, ..self }
     }
 
     /// Rows one cube transforms (all its slabs).
@@ -578,7 +612,17 @@ pub(crate) fn group_stages<F: Float>(
             let e0 = comptime![((pair >> st) << (st + 1)) | (pair & ((1usize << st) - 1))];
             let e1 = comptime![e0 + (1usize << st)];
             let inside = comptime![pair << (log_n - g)];
-            if comptime![shares] {
+            if comptime![shares && cfg.reload] {
+                let w = (outside_t | inside) + stage_base + base;
+                #[unroll]
+                for s in 0..stack {
+                    #[unroll]
+                    for q in 0..instances {
+                        let at = comptime![s * elems + q * r];
+                        apply_registers(vr, vi, at + e0, at + e1, &load_quads(twiddles, w, half_n));
+                    }
+                }
+            } else if comptime![shares] {
                 let tw = load_quads(twiddles, (outside_t | inside) + stage_base + base, half_n);
                 #[unroll]
                 for s in 0..stack {
@@ -586,6 +630,16 @@ pub(crate) fn group_stages<F: Float>(
                     for q in 0..instances {
                         let at = comptime![s * elems + q * r];
                         apply_registers(vr, vi, at + e0, at + e1, &tw);
+                    }
+                }
+            } else if comptime![cfg.reload] {
+                #[unroll]
+                for q in 0..instances {
+                    let w = (outside_t | comptime![cfg.outside(gi, q * threads) | inside]) + stage_base + base;
+                    #[unroll]
+                    for s in 0..stack {
+                        let at = comptime![s * elems + q * r];
+                        apply_registers(vr, vi, at + e0, at + e1, &load_quads(twiddles, w, half_n));
                     }
                 }
             } else {
@@ -1089,39 +1143,44 @@ mod tests {
         // kernel of its own to compile, which costs seconds on a CPU device).
         use Order::{BitReversed as B, Natural as Nat, Table as T};
         // The fourth field: the stages applied (fewer than log2 N: the backward's recompute); the
-        // last: log2 of the slabs a cube stacks.
+        // fifth: log2 of the slabs a cube stacks; the last: whether each block is reloaded for
+        // every slab and instance it serves.
         let cases = [
-            (1, (3, 1), Nat, 1, 0),
-            (3, (5, 3), B, 3, 0),
-            (5, (3, 2), T, 5, 0),
-            (6, (3, 3), B, 6, 0),
-            (6, (5, 5), B, 6, 0),
-            (8, (4, 4), T, 8, 0),
-            (8, (2, 1), B, 8, 0),
-            (8, (5, 3), B, 8, 0),
-            (8, (3, 3), B, 4, 0),
-            (10, (5, 3), B, 10, 0),
-            (10, (4, 4), B, 10, 0),
-            (10, (3, 2), T, 10, 0),
-            (10, (5, 5), Nat, 10, 0),
-            (10, (5, 4), B, 5, 0),
-            (12, (4, 2), B, 12, 0),
-            (12, (3, 3), Nat, 12, 0),
-            (12, (5, 2), T, 6, 0),
-            (8, (4, 2), B, 8, 0),
-            (12, (5, 2), B, 12, 0),
-            (12, (3, 3), B, 12, 2),
-            (12, (4, 4), Nat, 12, 1),
-            (12, (4, 2), B, 6, 1),
-            (10, (4, 2), T, 10, 1),
-            (8, (3, 3), B, 4, 1),
-            (6, (3, 3), B, 6, 3),
+            (1, (3, 1), Nat, 1, 0, false),
+            (3, (5, 3), B, 3, 0, false),
+            (5, (3, 2), T, 5, 0, false),
+            (6, (3, 3), B, 6, 0, false),
+            (6, (5, 5), B, 6, 0, false),
+            (8, (4, 4), T, 8, 0, false),
+            (8, (2, 1), B, 8, 0, false),
+            (8, (5, 3), B, 8, 0, false),
+            (8, (3, 3), B, 4, 0, false),
+            (10, (5, 3), B, 10, 0, false),
+            (10, (4, 4), B, 10, 0, false),
+            (10, (3, 2), T, 10, 0, false),
+            (10, (5, 5), Nat, 10, 0, false),
+            (10, (5, 4), B, 5, 0, false),
+            (12, (4, 2), B, 12, 0, false),
+            (12, (3, 3), Nat, 12, 0, false),
+            (12, (5, 2), T, 6, 0, false),
+            (8, (4, 2), B, 8, 0, false),
+            (12, (5, 2), B, 12, 0, false),
+            (12, (3, 3), B, 12, 2, false),
+            (12, (4, 4), Nat, 12, 1, false),
+            (12, (4, 2), B, 6, 1, false),
+            (10, (4, 2), T, 10, 1, false),
+            (8, (3, 3), B, 4, 1, false),
+            (6, (3, 3), B, 6, 3, false),
+            (10, (3, 3), B, 10, 1, true),
+            (12, (3, 3), B, 12, 2, true),
+            (12, (4, 2), B, 6, 1, true),
+            (8, (3, 3), T, 8, 1, true),
         ];
         let mut checked = 0;
-        for (log_n, elems, order, stages, log_stack) in cases {
+        for (log_n, elems, order, stages, log_stack, reload) in cases {
             let n = 1usize << log_n;
             let Some(cfg) = RadixConfig::with_elems(n, 4, units, shared, order, elems) else { continue };
-            let cfg = cfg.first_stages(stages).stacked(log_stack);
+            let cfg = cfg.first_stages(stages).stacked(log_stack).reloading(reload);
             // A full cube, and a partial one: with slabs, half of them and half a slab more (the
             // rest past the batch).
             let rows = 1 << cfg.log_rows;

@@ -214,6 +214,7 @@ impl FrameConfig {
             order: Order::Natural,
             stages: self.log_w,
             log_chunks: 0,
+            reload: false,
         }
     }
 
