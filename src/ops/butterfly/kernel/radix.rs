@@ -612,12 +612,14 @@ pub(crate) fn group_stages<F: Float>(
             let e0 = comptime![((pair >> st) << (st + 1)) | (pair & ((1usize << st) - 1))];
             let e1 = comptime![e0 + (1usize << st)];
             let inside = comptime![pair << (log_n - g)];
-            if comptime![shares && cfg.reload] {
-                let w = (outside_t | inside) + stage_base + base;
+            if comptime![cfg.reload] {
+                // Where the instances share their blocks, `outside` is zero for every one of
+                // them (their free bits are row bits), so each reloads the same block.
                 #[unroll]
                 for s in 0..stack {
                     #[unroll]
                     for q in 0..instances {
+                        let w = (outside_t | comptime![cfg.outside(gi, q * threads) | inside]) + stage_base + base;
                         let at = comptime![s * elems + q * r];
                         apply_registers(vr, vi, at + e0, at + e1, &load_quads(twiddles, w, half_n));
                     }
@@ -630,16 +632,6 @@ pub(crate) fn group_stages<F: Float>(
                     for q in 0..instances {
                         let at = comptime![s * elems + q * r];
                         apply_registers(vr, vi, at + e0, at + e1, &tw);
-                    }
-                }
-            } else if comptime![cfg.reload] {
-                #[unroll]
-                for q in 0..instances {
-                    let w = (outside_t | comptime![cfg.outside(gi, q * threads) | inside]) + stage_base + base;
-                    #[unroll]
-                    for s in 0..stack {
-                        let at = comptime![s * elems + q * r];
-                        apply_registers(vr, vi, at + e0, at + e1, &load_quads(twiddles, w, half_n));
                     }
                 }
             } else {
