@@ -171,26 +171,51 @@ def anchor_id(slug, name):
     return slug + "-" + re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
 
 
+def command_of(r):
+    return r["command"], r.get("command_note")
+
+
+def chunks(records):
+    """Consecutive records with the same figure names, each rendered as one table."""
+    out = []
+    for r in records:
+        if out and tuple(out[-1][0]["figures"]) == tuple(r["figures"]):
+            out[-1].append(r)
+        else:
+            out.append([r])
+    return out
+
+
 def group_table(records, columns):
-    """One table of records sharing a date and device."""
+    """One table of records that share a date, a device and their figure names."""
     out = []
     commands = []
     for r in records:
-        c = r["command"] + (f" ({r['command_note']})" if r.get("command_note") else "")
-        if c not in commands:
-            commands.append(c)
-    cols = [c for c in columns if any(c in r for r in records)]
+        if command_of(r) not in commands:
+            commands.append(command_of(r))
+    shared = {}
+    if len(records) > 1:
+        for key in ("given", "note"):
+            values = {r.get(key) for r in records}
+            if len(values) == 1 and None not in values:
+                shared[key] = values.pop()
+    for key, label in (("given", "Given (not learned)"), ("note", "Note")):
+        if key in shared:
+            out += [f"{label}: {shared[key]}", ""]
+    cols = [c for c in columns if c not in SPECIAL and any(c in r for r in records)]
     extra = []
     for r in records:
         for k in r:
             if k not in SPECIAL and k not in columns and k not in extra:
                 extra.append(k)
-    keysets = [tuple(r["figures"]) for r in records]
-    wide = len(set(keysets)) == 1 and len(keysets[0]) <= 12 and len(records) > 1
-    fig_cols = list(keysets[0]) if wide else ["figures"]
-    has_given = any("given" in r for r in records)
-    has_notes = any(k in r for r in records for k in ("note", "superseded_by")) or extra
-    head = ["what"] + cols + fig_cols + (["given"] if has_given else []) + (["notes"] if has_notes else []) + ["cmd", "commit"]
+    names = list(records[0]["figures"])
+    wide = len(names) <= 12
+    fig_cols = names if wide else ["figures"]
+    has_given = "given" not in shared and any("given" in r for r in records)
+    has_notes = extra or any("superseded_by" in r for r in records) or (
+        "note" not in shared and any("note" in r for r in records))
+    head = ["what"] + cols + fig_cols + (["given (not learned)"] if has_given else [])
+    head += (["notes"] if has_notes else []) + ["cmd", "commit"]
     out.append("| " + " | ".join(head) + " |")
     out.append("|" + "|".join("---" for _ in head) + "|")
     for r in records:
@@ -203,22 +228,17 @@ def group_table(records, columns):
             row.append(cell(r.get("given", "")))
         if has_notes:
             notes = [f"{k}: {cell(r[k])}" for k in extra if k in r]
-            if "note" in r:
+            if "note" in r and "note" not in shared:
                 notes.append(cell(r["note"]))
             if "superseded_by" in r:
                 notes.append("superseded by " + cell(r["superseded_by"]))
             row.append("; ".join(notes))
-        c = r["command"] + (f" ({r['command_note']})" if r.get("command_note") else "")
-        row.append(f"[{commands.index(c) + 1}]")
+        row.append(f"[{commands.index(command_of(r)) + 1}]")
         row.append(f"`{r['commit']}`")
         out.append("| " + " | ".join(row) + " |")
     out.append("")
-    for i, c in enumerate(commands, 1):
-        rec = next(r for r in records if r["command"] + (f" ({r['command_note']})" if r.get("command_note") else "") == c)
-        line = f"{i}. `{rec['command']}`"
-        if rec.get("command_note"):
-            line += f" — {rec['command_note']}"
-        out.append(line)
+    for i, (cmd, note) in enumerate(commands, 1):
+        out.append(f"{i}. `{cmd}`" + (f" — {note}" if note else ""))
     out.append("")
     return out
 
@@ -249,11 +269,13 @@ def render(index, data):
                 out += [f'<a id="{anchor_id(slug, name)}"></a>', f"**`{name}`** (`#{anchor_id(slug, name)}`)", ""]
                 for (date, device), recs in by_date_device(sub):
                     out += [f"*{date} · {device}*", ""]
-                    out += group_table(recs, meta["columns"])
+                    for chunk in chunks(recs):
+                        out += group_table(chunk, meta["columns"])
         else:
             for (date, device), recs in by_date_device(records):
                 out += [f"*{date} · {device}*", ""]
-                out += group_table(recs, meta["columns"])
+                for chunk in chunks(recs):
+                    out += group_table(chunk, meta["columns"])
     text = "\n".join(out).rstrip("\n") + "\n"
     return re.sub(r"\n{3,}", "\n\n", text)
 
