@@ -155,7 +155,12 @@ def fmt_num(v):
 
 def fmt(v):
     if isinstance(v, dict) and set(v) == {"min", "max"}:
-        return f"{fmt(v['min'])}–{fmt(v['max'])}"
+        lo, hi = fmt(v["min"]), fmt(v["max"])
+        # A range is written with one precision for both ends (0.89–0.90, not 0.89–0.9).
+        if all(re.fullmatch(r"-?\d+\.\d+", x) for x in (lo, hi)):
+            places = max(len(x.split(".")[1]) for x in (lo, hi))
+            lo, hi = (f"{float(x):.{places}f}" for x in (lo, hi))
+        return f"{lo}–{hi}"
     if isinstance(v, list):
         return " / ".join("(" + ", ".join(fmt(y) for y in x) + ")" if isinstance(x, list) else fmt(x) for x in v)
     if isinstance(v, (int, float)) and not isinstance(v, bool):
