@@ -43,10 +43,10 @@ pub fn to_f64_vec<B: Backend, const D: usize>(tensor: Tensor<B, D>) -> Vec<f64> 
 }
 
 /// Largest index tensor given to one `select`. Burn 0.21's `select` backward on wgpu returns
-/// wrong gradients once the index has more than 65 535 entries (seen on lavapipe and on an H100 through Vulkan, for framing and for the butterfly's
-/// permutation at N = 65536; `unfold` and reflect `pad` are wrong elsewhere, so framing stays a
-/// `select`): longer gathers are split
-/// and concatenated.
+/// wrong gradients once the index has more than 65 535 entries (seen on lavapipe and on NVIDIA
+/// through Vulkan, for framing and for the butterfly's permutation at N = 65536; `unfold` and
+/// reflect `pad` are wrong elsewhere, so framing stays a `select`): longer gathers are split and
+/// concatenated.
 const MAX_SELECT_INDICES: usize = 1 << 15;
 
 /// `x.select(1, indices)` for `[rows, cols]`, in pieces of at most [`MAX_SELECT_INDICES`].

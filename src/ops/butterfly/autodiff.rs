@@ -6,8 +6,8 @@
 //! The forward writes one packed `[2, batch, n]` tensor; its halves reach the user as two
 //! autodiff nodes of their own ([`Half`]) whose gradients are handed to the fused backward as
 //! they are, instead of through Burn's `narrow`, whose backward fills a packed zero tensor per
-//! half, slice-assigns into it and adds the two (three full-size launches: ~0.15 ms of a 1.8 ms
-//! forward + backward at N = 1024, batch 16384, on an H200).
+//! half, slice-assigns into it and adds the two: three full-size launches, close to a tenth of
+//! the fused forward + backward's time (`docs/benchmarks.md#backward-changes-h200`).
 
 use std::sync::{Arc, Mutex, MutexGuard};
 

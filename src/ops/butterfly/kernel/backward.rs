@@ -29,12 +29,9 @@ const BACKWARD_CUBES_VAR: &str = "LEARNED_FFT_BACKWARD_CUBES";
 
 /// Cubes of a backward launch at size `n` on `runtime` with `sms` multiprocessors, at most.
 /// Fewer cubes each loop over more chunks (its next chunk's loads overlap the current one) and
-/// write fewer partial twiddle gradients for the sum to read. Measured on an H100 (132 SMs,
-/// CUDA, fwd+bwd at batch 16384 back to back, two processes, ms, cubes 264 / 396 / 528 / 792 /
-/// 1024 / 2048): N = 256 0.243–0.298 / 0.265–0.272 / 0.240–0.247 / 0.252–0.290 / 0.269–0.275 /
-/// 0.310–0.320, N = 1024 1.14 / 1.01 / 0.951–0.953 / 1.04–1.05 / 0.988–0.990 / 1.04–1.06, N =
-/// 4096 4.82–4.83 / 4.474 (both) / 4.86–4.87 / 4.59–4.61 / 4.68–4.71 / 4.69–4.70: four cubes
-/// per SM up to N = 1024, three at 4096. Other sizes and runtimes keep [`MAX_BACKWARD_CUBES`].
+/// write fewer partial twiddle gradients for the sum to read. On CUDA four cubes per SM were
+/// fastest up to N = 1024 and three at 4096; other sizes and runtimes keep
+/// [`MAX_BACKWARD_CUBES`] (data: `docs/benchmarks.md#kernel-defaults-backward-max-backward-cubes`).
 fn max_backward_cubes(runtime: &str, n: usize, sms: Option<u32>) -> usize {
     match (runtime, n, sms) {
         ("cuda", ..=1024, Some(sms)) if sms > 0 => 4 * sms as usize,

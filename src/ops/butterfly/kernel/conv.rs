@@ -27,10 +27,9 @@ use crate::ops::cubecl::{empties, grid};
 /// Shared memory a cube fills at most (Metal's limit, which every wgpu and CUDA device offers).
 const SHARED_BUDGET: usize = 32 << 10;
 /// log2 of the elements a thread holds and the most stages per group, by default: 8 elements in
-/// groups of 2 stages (512 threads at N = 4096, two instances a group, six groups a transform).
-/// Nsight Compute on an H100 (16 × 8 rows of 2048 samples, N = 4096; taps + convolution kernel,
-/// µs): 4 elements in groups of 2 32 + 24, 8 in groups of 2 18 + 28, 8 in groups of 3 29 + 31,
-/// 16 in groups of 2 44 + 46, 16 in groups of 4 41 + 58, 32 in groups of 5 103 + 93.
+/// groups of 2 stages (512 threads at N = 4096, two instances a group, six groups a transform):
+/// the fastest taps and convolution kernels together at N = 4096 (data:
+/// `docs/benchmarks.md#kernel-defaults-conv-default-log-elems`).
 const DEFAULT_LOG_ELEMS: (usize, usize) = (3, 2);
 /// The environment variables that override [`DEFAULT_LOG_ELEMS`] (for comparisons).
 const LOG_ELEMS_VAR: &str = "LEARNED_FFT_CONV_LOG_ELEMS";

@@ -135,11 +135,9 @@ pub(crate) const MAX_PARTIAL_BYTES: usize = 64 << 20;
 const MIN_BUTTERFLIES_PER_CUBE: usize = 256;
 /// Butterflies a backward cube works on per stage (one per thread; where a line is longer, one
 /// line): its threads keep their twiddles and twiddle-gradient accumulators in registers
-/// (16 per stage), which limits how many cubes an SM runs; small cubes fill it best (on the
-/// H100, 128 beats 256 by 10 to 18 % and 64 is slower; re-measured on an H200 with the padded,
-/// line-major layout, fwd+bwd at batch 16384, 64 / 128 / 256 / 512: CUDA N = 256 0.46 / 0.45–0.47
-/// / 0.65 / 0.67 ms, N = 1024 1.71 / 1.72–1.74 / 1.88 / 2.34 ms, N = 4096 8.49 / 7.45–7.49 /
-/// 8.61 / 9.89 ms; Vulkan N = 4096 12.96 / 10.79–10.97 / 13.03 / 13.25 ms).
+/// (16 per stage), which limits how many cubes an SM runs; small cubes fill it best: 128 beats
+/// 256 and 512, and 64 is no faster, on CUDA and through Vulkan (data:
+/// `docs/benchmarks.md#kernel-defaults-kernel-backward-butterflies-per-cube`).
 const BACKWARD_BUTTERFLIES_PER_CUBE: usize = 128;
 /// Shared memory a forward cube fills with rows (32 KiB: every wgpu and CUDA device offers it).
 const FORWARD_SHARED_BUDGET: usize = 32 << 10;
@@ -212,12 +210,12 @@ impl Plan {
 /// permutation within each run, so the layout is as dense as the plain one.
 ///
 /// Why: a warp's 32 butterflies of stage `s < 5` read 32 elements spread over two runs, all with
-/// bit `s` clear; unswizzled, each bank is hit twice (measured with Nsight Compute on an H200,
-/// N = 1024 and 4096: half of the backward's shared-memory wavefronts, 40 % of the forward's,
-/// were bank conflicts). Inverting every odd run's low five bits sends one run's elements to the
-/// banks with bit `s` set. The second term spreads line-major loads and stores (consecutive
-/// threads, element `j` of consecutive lines) over the banks: `shift` is `log2(32 / min(rows,
-/// 32))` ([`PassConfig::swizzle_shift`]). The kernels use `forward::swizzled`, the same
+/// bit `s` clear; unswizzled, each bank is hit twice (Nsight Compute counted about half of the
+/// backward's shared-memory wavefronts as bank conflicts: `docs/benchmarks.md#kernel-limits-h200`).
+/// Inverting every odd run's low five bits sends one run's elements to the banks with bit `s`
+/// set. The second term spreads line-major loads and stores (consecutive threads, element `j` of
+/// consecutive lines) over the banks: `shift` is `log2(32 / min(rows, 32))`
+/// ([`PassConfig::swizzle_shift`]). The kernels use `forward::swizzled`, the same
 /// expression; this host twin is what `tests::swizzle_is_conflict_free` checks on every plan.
 #[cfg(test)]
 pub(crate) fn bank_swizzle(linear: usize, cfg: &PassConfig) -> usize {
@@ -516,9 +514,9 @@ pub(crate) fn backward_passes(
 /// runtime without a plane barrier.
 pub(crate) const BACKWARD_SPLIT_LOG_N: usize = 10;
 /// The same where the backward's stages synchronise per plane ([`PassConfig::plane_sync`]):
-/// a line of up to 64 elements then takes no cube-wide barrier between stages, which made
-/// N = 512 in two passes of 32 and 16 faster than in one (CUDA, H200, fwd+bwd at batch 16384,
-/// four processes each: 0.72–0.89 ms against 0.88–0.98 ms).
+/// a line of up to 64 elements then takes no cube-wide barrier between stages, which makes
+/// N = 512 in two passes of 32 and 16 faster than in one (data:
+/// `docs/benchmarks.md#kernel-defaults-kernel-backward-split-log-n-plane-sync`).
 pub(crate) const BACKWARD_SPLIT_LOG_N_PLANE_SYNC: usize = 9;
 
 /// Whether `runtime`'s compiler has a plane (warp) barrier: CUDA's `__syncwarp`. WGSL has none

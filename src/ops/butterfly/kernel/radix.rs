@@ -43,55 +43,17 @@ pub(crate) const LOG_ELEMS_VAR: &str = "LEARNED_FFT_RADIX_LOG_ELEMS";
 pub(crate) const LOG_GROUP_VAR: &str = "LEARNED_FFT_RADIX_LOG_GROUP";
 
 /// log2 of the elements a thread holds, the most stages per group and log2 of the slabs a cube
-/// stacks, on runtime `runtime`
-/// (CubeCL's name for it) at size `n`, or `None` where the shared-memory forward is faster.
-/// Measured on an NVIDIA H200 (forward, 256 MiB of complex f32, one run, every pair of 8…32
-/// elements and 2…5 stages; GB/s of the shared-memory forward → this choice): on CUDA 32 elements
-/// in groups of 2 stages (eight rows share each twiddle block) at N = 256 (1022 → 1252) and 4096
-/// (458 → 857), in groups of 4 at N = 1024 (626 → 1254); through Vulkan (wgpu), where the larger
-/// register arrays are slower than the shared-memory forward, 8 elements in groups of 3 (401 →
-/// 724 at N = 256, 452 → 593 at 1024, 333 → 481 at 4096). A second run checked N = 64 (16
-/// elements in groups of 4: 1385, against 1165 with 8), 512 (the four candidates within 4 % of
-/// each other) and 2048 (16 and 32 elements within 3 %, 8 elements 9 % slower). On an H100
-/// (CUDA, 2026-11-27, two runs) N = 4096 is faster in groups of 3 stages than of 2: forward
-/// 880 → 942 GB/s at 512 MiB and 870–887 → 893–918 GB/s at 256 MiB, fwd+bwd back to back
-/// 5.48 → 5.34 ms (batch 16384) and 2.90 → 2.81 ms (8192); the other sizes kept their choice
-/// (N = 256: all seven candidates within 4 % fwd+bwd). Since the kernels compute each
-/// instance's addresses as the thread's part and a constant (H100, CUDA, 2026-11-27, 256 MiB,
-/// forward back to back, GB/s): N = 256 runs best with 16 elements in groups of 2 stages (2471;
-/// 32 in groups of 2: 2278), and N = 4096 with 32 in groups of 2 again (998; groups of 3: 468,
-/// the twiddle loads of the larger groups no longer overlap); N = 1024 kept its choice (1964,
-/// groups of 2 and 16 elements within 1 %).
-///
-/// The third number is log2 of the slabs a cube stacks ([`RadixConfig::log_stack`]): at N =
-/// 4096 four rows of 8 elements a thread in groups of 3 stages share each twiddle block (1283
-/// GB/s against 1033 for one row of 32 in groups of 2, fwd+bwd back to back 2.64 against 2.82 ms
-/// at batch 8192; two slabs: 1077-1167). Stacking lost at N = 256 (2374 → 2176) and 1024 (1960 →
-/// 1771 at best). Through Vulkan (wgpu, H100, two rounds of one call, forward back to back, GB/s)
-/// two slabs of 8 elements in groups of 3 gained at N = 256 (1246–1261 → 1341–1363) and 4096
-/// (749–750 → 819–826), and were within the spread at 1024 (939–957 → 910–918; groups of 2 on
-/// two slabs 974–998).
-///
-/// Vulkan through CubeCL's SPIR-V compiler (`wgpu<spirv>`, the crate feature `vulkan`; H100,
-/// 2026-11-27, forward back to back, GB/s): a sweep of 13 mappings at N = 256, 1024 and 4096 kept
-/// two slabs of 8 elements in groups of 3 at 256 and 4096 and moved 1024 to it (one call, two
-/// rounds: 1161–1179 → 1284–1301; groups of 2 on two slabs 1273–1278). The larger register
-/// arrays fall off there as through WGSL (32 elements in groups of 4 at 1024: 237; four slabs at
-/// 4096: 323–330). With the smaller cubes of [`default_log_cube`], groups of 2 stages won at 1024
-/// on SPIR-V (1764–1799 against 1720–1730 in groups of 3).
-///
-/// With the twiddle blocks read as two vector loads ([`Quad`]) instead of eight scalar ones
-/// (H100, CUDA, 2026-11-27, 256 MiB, forward back to back, one call, two rounds, GB/s): N = 1024
-/// moved to two slabs of 16 elements in groups of 2 stages (2262–2274, against 1798–1802 for 32
-/// in groups of 4 with vector loads and 1991–2005 with scalar ones; 16 in groups of 2 on one
-/// slab 2173–2197), N = 256 to 32 elements in groups of 2 (2386–2436, against 1994–1995 for 16
-/// in groups of 2 with vector loads and 2384–2434 with scalar ones). N = 4096 kept its mapping
-/// (1312–1322 → 1395–1403 with vector loads). Nsight Compute at N = 1024 with the old mapping:
-/// vector loads cut the instructions by 10 % but raised the registers from 128 to 168 a thread.
-/// Through WGSL (wgpu, same day, 1024-element cubes) N = 1024 moved to two slabs of 8 elements in
-/// groups of 3 with the vector loads: 1766–1803 GB/s against 1493–1523 for one slab (four rounds
-/// of 50 iterations, CUDA 2268–2279 in the same call: 0.78–0.79 of it; two slabs of 8 in groups
-/// of 2 1605–1620, 16 elements in groups of 4 1559–1563).
+/// stacks, on runtime `runtime` (CubeCL's name for it) at size `n`, or `None` where the
+/// shared-memory forward is faster: the fastest forward of a sweep over these mappings
+/// (data: `docs/benchmarks.md#kernel-defaults-radix-default-log-elems`). Why they differ:
+/// - CUDA runs up to 32 elements a thread well; through wgpu (WGSL and SPIR-V) the larger
+///   register arrays are slower than the shared-memory forward, so wgpu holds 8 a thread.
+/// - Stacked slabs ([`RadixConfig::log_stack`]) let one twiddle block serve more rows. At N =
+///   2048 and 4096, where a cube holds one row, four slabs of 8 elements beat one of 32 (whose
+///   groups of 3 stages no longer overlap their twiddle loads); at N = 256 stacking loses.
+/// - The twiddle blocks are read as two vector loads ([`Quad`]): fewer instructions, more
+///   registers a thread (168 against 128 at N = 1024), which moved the best mappings; any change
+///   to the kernels' register use calls for the sweep again.
 pub(crate) fn default_log_elems(runtime: &str, n: usize) -> Option<(usize, usize, usize)> {
     match (runtime, n) {
         ("cuda", ..=64) => Some((4, 4, 0)),
@@ -107,25 +69,10 @@ pub(crate) fn default_log_elems(runtime: &str, n: usize) -> Option<(usize, usize
 
 /// log2 of the most elements a cube holds on runtime `runtime` at size `n`, where a cube smaller
 /// than 32 KiB of shared memory measured faster: more cubes per multiprocessor, fewer threads at
-/// each barrier. `None`: as many as 32 KiB take (4096 complex f32).
-///
-/// Measured on an H100 through Vulkan (wgpu, 2026-11-27, forward back to back, 256 MiB, one
-/// call, two rounds, GB/s; CUDA in the same call 2372–2400 at N = 256, 1967–1979 at 1024):
-/// - SPIR-V, N = 256: 512 elements a cube (two rows a slab, two slabs, 64 threads) 1976–2007,
-///   against 1622 with 4096 and 1880–1919 with 1024; N = 1024: one row a slab, two slabs, in
-///   groups of 2 stages 1764–1799 (groups of 3: 1720–1730), against 1272 with 4096 and
-///   1607–1634 with 2048.
-/// - WGSL (measured on Vulkan; Metal and DX12 compile the same WGSL): 1024 elements a cube at
-///   N = 256 (1579–1584 against 1343) and at 1024 (one slab, 1347–1363 against 972).
-/// - SPIR-V at N = 256 with the vector twiddle loads: 1024 elements a cube (two rows a slab,
-///   two slabs of 8 in groups of 3) 2368–2419 GB/s against 1883–2000 with 512 (four rounds of 50
-///   iterations, CUDA 2454–2488 in the same call: 0.95–0.98 of it), so SPIR-V and WGSL now share
-///   1024-element cubes at both sizes.
-/// - CUDA keeps 4096 at N = 256 and 1024: 2048 gave 1455 at N = 1024 (1912 with 4096), 1024 gave
-///   897; at N = 256 the sizes from 1024 to 4096 were within 1 %, 512 gave 1809.
-/// - CUDA at N = 2048: one row a slab (2048 elements a cube), four slabs of 8 in groups of 3,
-///   as at 4096: 1613–1635 against 896–898 for 32 elements in groups of 4 on two-row cubes (one
-///   call, two rounds; one row a slab with 32 elements: 1156–1183).
+/// each barrier. `None`: as many as 32 KiB take (4096 complex f32). Through wgpu (SPIR-V and
+/// WGSL alike; Metal and DX12 compile the same WGSL) 1024-element cubes win at N = 256 and 1024;
+/// CUDA gains only at N = 2048, one row a slab with four slabs stacked as at 4096 (data:
+/// `docs/benchmarks.md#kernel-defaults-radix-default-log-cube`).
 pub(crate) fn default_log_cube(runtime: &str, n: usize) -> Option<usize> {
     match (runtime, n) {
         ("cuda", 2048) => Some(11),
@@ -136,11 +83,9 @@ pub(crate) fn default_log_cube(runtime: &str, n: usize) -> Option<usize> {
 
 /// Whether the kernels reload each twiddle block for every slab and instance it serves on
 /// runtime `runtime` at size `n` ([`RadixConfig::reload`]). CUDA's compiler merges such reloads
-/// into one load, and so loads once or reloads makes no difference there. Through WGSL the
-/// reloads are kept, and they gain at N = 1024 only (H100, 2026-11-28, one call, two rounds of
-/// 50 iterations, forward back to back, GB/s, loaded once → reloaded): 1024 1595–1616 →
-/// 1739–1773 (CUDA 2264–2265), 256 2098–2134 → 1976–1987, 4096 1273–1279 → 1141–1152, 16384
-/// 710–711 → 697–699.
+/// into one load, so there it makes no difference. WGSL's compiler keeps them, and there the
+/// shorter register live ranges gain at N = 1024 only (data:
+/// `docs/benchmarks.md#kernel-defaults-radix-default-reload`).
 pub(crate) fn default_reload(runtime: &str, n: usize) -> bool {
     matches!((runtime, n), (WGSL_RUNTIME, 1024))
 }

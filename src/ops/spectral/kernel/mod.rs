@@ -224,15 +224,13 @@ impl FrameConfig {
     }
 }
 
-/// Elements of frames a cube holds (one frame where W is larger): 1024, 8 KiB in f32. Measured
-/// on an H200 (fwd+bwd, 512 signals of 48 000 samples at W = 64, 256, 1024, 2048, H = W/4, and 4
-/// signals at W = 2048, H = 1; 2048 elements → 1024): through Vulkan 4.26 → 3.57, 4.07 → 3.51,
-/// 4.29 → 3.92, 4.58 → 4.30, 15.69 → 15.67 ms; on CUDA within 5 % either way (2.40 → 2.37,
-/// 2.60 → 2.48, 2.79 → 2.87, 2.81 → 2.84, 11.52 → 11.61 ms). 16 elements per thread measured
-/// 3–15 % slower on CUDA at all but W = 2048, H = 1, and slower through Vulkan in every case.
+/// Elements of frames a cube holds (one frame where W is larger): 1024, 8 KiB in f32. Against
+/// 2048 it is faster through Vulkan and within 5 % either way on CUDA (data:
+/// `docs/benchmarks.md#kernel-defaults-spectral-frame-cube-elems`).
 const FRAME_CUBE_ELEMS: usize = 1024;
 /// log2 of the elements a thread holds in the on-chip FFT: 8, three radix-2 stages per trip
-/// through shared memory (see [`FRAME_CUBE_ELEMS`] for the measurements).
+/// through shared memory; 16 were slower on CUDA and through Vulkan (data:
+/// `docs/benchmarks.md#kernel-defaults-spectral-frame-cube-elems`).
 const FRAME_LOG_ELEMS: usize = 3;
 /// The environment variables that override [`FRAME_CUBE_ELEMS`] and [`FRAME_LOG_ELEMS`].
 const CUBE_ELEMS_VAR: &str = "LEARNED_FFT_SPECTRAL_CUBE_ELEMS";
