@@ -19,7 +19,6 @@ use std::fmt;
 use std::str::FromStr;
 
 use burn::tensor::backend::AutodiffBackend;
-use clap::ValueEnum;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
@@ -41,7 +40,7 @@ pub type NdArrayBackend<F = f32> = burn::backend::NdArray<F>;
 pub type CudaBackend<F = f32, I = i32> = burn::backend::wgpu::CubeBackend<cubecl::cuda::CudaRuntime, F, I, u8>;
 
 /// Which backend to run on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum BackendKind {
     /// wgpu when a GPU adapter exists, else candle.
@@ -57,6 +56,22 @@ pub enum BackendKind {
 }
 
 impl BackendKind {
+    /// Every backend, in the order the CLI lists them.
+    pub const VARIANTS: [BackendKind; 5] =
+        [BackendKind::Auto, BackendKind::Wgpu, BackendKind::Candle, BackendKind::Ndarray, BackendKind::Cuda];
+
+    /// The lowercase name: the one spelling that `--backend`, the environment variable,
+    /// `Display` and the JSON records share.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            BackendKind::Auto => "auto",
+            BackendKind::Wgpu => "wgpu",
+            BackendKind::Candle => "candle",
+            BackendKind::Ndarray => "ndarray",
+            BackendKind::Cuda => "cuda",
+        }
+    }
+
     /// The backend named by `LEARNED_FFT_BACKEND`, or `Auto` when it is unset or empty.
     pub fn from_env() -> Result<Self> {
         match std::env::var(BACKEND_ENV) {
@@ -74,25 +89,23 @@ impl BackendKind {
 
 impl fmt::Display for BackendKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        clap_name(self, f)
+        f.write_str(self.as_str())
     }
 }
 
 impl FromStr for BackendKind {
     type Err = Error;
     fn from_str(s: &str) -> Result<Self> {
-        <Self as ValueEnum>::from_str(s.trim(), true).map_err(|_| Error::UnknownBackend(s.to_string()))
+        let name = s.trim();
+        Self::VARIANTS
+            .into_iter()
+            .find(|k| k.as_str().eq_ignore_ascii_case(name))
+            .ok_or_else(|| Error::UnknownBackend(s.to_string()))
     }
 }
 
-/// Writes the name clap gives a variant (its lowercase name): the one spelling that `--backend`,
-/// `--precision`, the environment variable, `Display` and the JSON records share.
-fn clap_name<E: ValueEnum>(v: &E, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-    f.write_str(v.to_possible_value().expect("no variant is skipped").get_name())
-}
-
 /// Floating-point precision of parameters and arithmetic.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, ValueEnum)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Precision {
     /// IEEE single precision.
@@ -104,19 +117,34 @@ pub enum Precision {
 
 impl fmt::Display for Precision {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        clap_name(self, f)
+        f.write_str(self.as_str())
     }
 }
 
 impl FromStr for Precision {
     type Err = Error;
     fn from_str(s: &str) -> Result<Self> {
-        <Self as ValueEnum>::from_str(s.trim(), true)
-            .map_err(|_| Error::invalid("precision", "f32 or f64", format!("{s:?}")))
+        let name = s.trim();
+        Self::VARIANTS
+            .into_iter()
+            .find(|p| p.as_str().eq_ignore_ascii_case(name))
+            .ok_or_else(|| Error::invalid("precision", "f32 or f64", format!("{s:?}")))
     }
 }
 
 impl Precision {
+    /// Both precisions, in the order the CLI lists them.
+    pub const VARIANTS: [Precision; 2] = [Precision::F32, Precision::F64];
+
+    /// The lowercase name (`f32`, `f64`): what `--precision` takes and `Display` and serde
+    /// write.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Precision::F32 => "f32",
+            Precision::F64 => "f64",
+        }
+    }
+
     /// The precision of backend `B`'s float type.
     pub fn of<B: burn::tensor::backend::Backend>() -> Self {
         match <B::FloatElem as burn::tensor::Element>::dtype() {

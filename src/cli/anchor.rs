@@ -6,7 +6,7 @@ use std::path::Path;
 
 use serde_json::{json, Map, Value};
 
-use super::bench::{ButterflyBenchResult, SpectralBenchResult};
+use super::timing::{ButterflyBenchResult, SpectralBenchResult};
 use learned_fft::error::{Error, Result};
 
 /// The anchor line of the file at `path` (one JSON object per line) whose fields `key` equal

@@ -395,7 +395,7 @@ impl ModelClass {
 ///
 /// A class that cannot represent the target trains like any other and misses the bar (the
 /// floor is always the target's exact factorization's).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ModelChoice {
     /// One butterfly, no permutation.
@@ -407,6 +407,19 @@ pub enum ModelChoice {
 }
 
 impl ModelChoice {
+    /// Every choice, in the order the CLI lists them.
+    pub const VARIANTS: [ModelChoice; 3] = [ModelChoice::B, ModelChoice::Bp, ModelChoice::Bpbp];
+
+    /// The lowercase name (`b`, `bp`, `bpbp`): what `--model` takes and `Display` and serde
+    /// write ([`ModelChoice::name`] is the papers' spelling).
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ModelChoice::B => "b",
+            ModelChoice::Bp => "bp",
+            ModelChoice::Bpbp => "bpbp",
+        }
+    }
+
     /// The number of (permutation, butterfly) factors.
     pub fn factors(self) -> usize {
         match self {
@@ -422,6 +435,24 @@ impl ModelChoice {
             ModelChoice::Bp => "BP",
             ModelChoice::Bpbp => "BPBP",
         }
+    }
+}
+
+impl std::fmt::Display for ModelChoice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Parses the lowercase name ([`ModelChoice::as_str`]); any other text is refused naming them
+/// all.
+impl std::str::FromStr for ModelChoice {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        Self::VARIANTS.into_iter().find(|m| m.as_str() == s).ok_or_else(|| {
+            let names: Vec<&str> = Self::VARIANTS.map(Self::as_str).to_vec();
+            Error::invalid("model", format!("one of {}", names.join(", ")), format!("{s:?}"))
+        })
     }
 }
 

@@ -22,6 +22,21 @@ use super::matrix::ComplexMatrix;
 use crate::error::{check_power_of_two, Error, Result};
 
 /// A linear transform the butterfly can be trained to reproduce.
+///
+/// # Example
+/// ```
+/// use learned_fft::Target;
+///
+/// // The unitary DFT of size 4: entry (k, j) is e^{-2πi jk/4} / 2, so (1, 1) is −i/2.
+/// let dft = Target::Dft.matrix(4)?;
+/// assert!(dft.get(1, 1).re.abs() < 1e-15 && (dft.get(1, 1).im + 0.5).abs() < 1e-15);
+/// // A circulant is circular convolution with its kernel: column 0 is the kernel itself.
+/// let h = vec![1.0, 2.0, 0.0, 0.0];
+/// let conv = Target::Circulant { kernel: h.clone() }.matrix(4)?;
+/// assert!((0..4).all(|k| (conv.get(k, 0).re - h[k]).abs() < 1e-12));
+/// assert_eq!(Target::Dct2.kind().to_string(), "dct2");
+/// # Ok::<(), learned_fft::Error>(())
+/// ```
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Target {
     /// Unitary discrete Fourier transform.
@@ -45,7 +60,7 @@ pub enum Target {
 
 /// Which [`Target`], without its data: what `--target` names. Displays as its lowercase name
 /// (`dft`, `dct2`, …), the spelling the CLI, checkpoints' exports and file names share.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum TargetKind {
     /// The unitary DFT (one butterfly).
@@ -66,12 +81,47 @@ pub enum TargetKind {
 
 impl std::fmt::Display for TargetKind {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        use clap::ValueEnum;
-        f.write_str(self.to_possible_value().expect("no variant is skipped").get_name())
+        f.write_str(self.as_str())
+    }
+}
+
+/// Parses the lowercase name ([`TargetKind::as_str`]); any other text is refused naming them all.
+impl std::str::FromStr for TargetKind {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        Self::VARIANTS.into_iter().find(|k| k.as_str() == s).ok_or_else(|| {
+            let names: Vec<&str> = Self::VARIANTS.map(Self::as_str).to_vec();
+            Error::invalid("target", format!("one of {}", names.join(", ")), format!("{s:?}"))
+        })
     }
 }
 
 impl TargetKind {
+    /// Every kind, in the order the CLI lists them.
+    pub const VARIANTS: [TargetKind; 7] = [
+        TargetKind::Dft,
+        TargetKind::Idft,
+        TargetKind::Dct2,
+        TargetKind::Dst2,
+        TargetKind::Hadamard,
+        TargetKind::Hartley,
+        TargetKind::Circulant,
+    ];
+
+    /// The lowercase name (`dft`, `dct2`, …): what `--target` takes and `Display` and serde
+    /// write.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            TargetKind::Dft => "dft",
+            TargetKind::Idft => "idft",
+            TargetKind::Dct2 => "dct2",
+            TargetKind::Dst2 => "dst2",
+            TargetKind::Hadamard => "hadamard",
+            TargetKind::Hartley => "hartley",
+            TargetKind::Circulant => "circulant",
+        }
+    }
+
     /// The target of this kind; `kernel` is the circulant's and must be empty for the others.
     ///
     /// # Errors
@@ -133,6 +183,10 @@ impl Target {
     }
 
     /// The dense N×N matrix of this target. N must be a power of two ≥ 2 (the butterfly's sizes).
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] when `n` is not a power of two ≥ 2 or a circulant's kernel is not
+    /// of length `n`; [`Error::OutOfMemory`] when the matrix does not fit.
     pub fn matrix(&self, n: usize) -> Result<ComplexMatrix> {
         check_power_of_two("target.matrix", n)?;
         // The complex f64 matrix, and as much again while it is built (the basis transformed).

@@ -4,115 +4,312 @@ use burn::config::Config;
 
 use crate::error::{check_power_of_two, Error, Result};
 use crate::nn::ModelChoice;
-use crate::reference::Target;
+use crate::reference::{Target, TargetKind};
 
-/// Configuration of a training run (see [`crate::train`] for the method). The backend and the
-/// float type are the caller's choice: [`Trainer::run_on`](crate::train::Trainer::run_on) on a
-/// backend type, or [`Trainer::run`](crate::train::Trainer::run) on a named one.
-///
-/// Steps are counted across phases: one Adam update is one step, one Levenberg–Marquardt
-/// iteration (kept or refused) is one step.
-#[derive(Config, Debug)]
-pub struct TrainConfig {
-    /// Transform size N (a power of two, at least 2).
-    pub n: usize,
-    /// The transform to reproduce.
-    #[config(default = "Target::Dft")]
-    pub target: Target,
-    /// Seed of the random initial twiddles (Haar-random unitary blocks); restart r uses
-    /// `seed + r`.
-    #[config(default = 0)]
-    pub seed: u64,
-    /// Adam's initial learning rate (cosine decay to `lr_final` over `adam_steps`).
-    #[config(default = 1e-2)]
-    pub lr: f64,
-    /// Adam's learning rate at the end of the schedule.
-    #[config(default = 1e-4)]
-    pub lr_final: f64,
-    /// Most Adam steps per attempt.
-    #[config(default = 3000)]
-    pub adam_steps: usize,
-    /// Adam hands over to the polish phase early when a product's loss (K ≥ 2 factors) fell by
-    /// less than 1 % over this many steps (a local minimum: Adam's loss in a basin that leads to the target falls by
-    /// orders of magnitude over such a window); 0: never early.
-    #[config(default = 250)]
-    pub plateau_steps: usize,
-    /// Random probe vectors the objective measures the layer on, instead of the N×N identity
-    /// basis (see [`crate::train::objective`]); `None`: the identity basis up to
-    /// [`DENSE_MAX_N`](crate::train::objective::DENSE_MAX_N), [`PROBES`](crate::train::objective::PROBES)
-    /// probes above it.
-    #[config(default = "None")]
-    pub probes: Option<usize>,
-    /// A run whose model class is a product of butterflies after the bit reversal or the
-    /// identity with every stage learned (the DFT, the iDFT, the Hadamard transform, the
-    /// circulant) and whose N is above this starts each attempt from the layer trained at N/2
-    /// (on [`Target::halved`]; itself from random weights, and grown the same way above this
-    /// size) applied to both halves, with a random last stage in each factor
-    /// ([`ButterflyProduct::doubled`]); one butterfly then goes straight to the polish, a product
-    /// runs Adam's schedule first, except the circulant's first attempt of a block, which starts
-    /// from the layer grown by the targets' eigenstructure ([`ButterflyProduct::eigen_doubled`])
-    /// and goes straight to the polish where that start is within `switch_rmse`. The attempts of a block of
-    /// [`HALF_REUSE`](crate::train::HALF_REUSE) double one trained half-size layer, each with
-    /// its own random last stages. `None`: the target's default, [`grow_above_default`]. Set it
-    /// to N or more to start from random weights at every size.
+/// Declares [`TrainConfig`] once: each field's doc, type and Burn default, written as Burn's
+/// `Config` derive reads them, expand both to the struct and to [`TrainConfig::FIELDS`], the
+/// table a front end (the command line's `train` flags) builds its options from. A new field
+/// thus gets its flag, help text and default without a second list to keep in step.
+macro_rules! train_config {
+    (
+        $(#[$meta:meta])*
+        pub struct $name:ident {
+            $(
+                $(#[doc = $doc:literal])*
+                $(#[config(default = $default:literal)])?
+                pub $field:ident: $ty:ty,
+            )*
+        }
+    ) => {
+        $(#[$meta])*
+        #[derive(Config, Debug)]
+        pub struct $name {
+            $(
+                $(#[doc = $doc])*
+                $(#[config(default = $default)])?
+                pub $field: $ty,
+            )*
+        }
+
+        impl $name {
+            /// Every field in declaration order, as a front end that sets fields from text
+            /// sees it (see [`ConfigField`]).
+            pub const FIELDS: &'static [ConfigField] = &[$(
+                ConfigField {
+                    name: stringify!($field),
+                    doc: concat!($($doc, "\n"),*),
+                    kind: train_config!(@kind $ty $(, $default)?),
+                    choices: <$ty as FieldValue>::choices,
+                    check: |text| <$ty as FieldValue>::parse_text(text).map(drop),
+                },
+            )*];
+
+            /// Sets the field `name` from its text (a flag's value; `"true"` or `"false"` for
+            /// a switch).
+            ///
+            /// # Errors
+            /// [`Error::InvalidInput`] when there is no such field or the text does not parse
+            /// as its type (the message names what is accepted).
+            pub fn set_field(&mut self, name: &str, text: &str) -> Result<()> {
+                let invalid = |why: String| Error::invalid("train.config", format!("a value of {name}"), why);
+                match name {
+                    $(stringify!($field) => self.$field = <$ty as FieldValue>::parse_text(text).map_err(invalid)?,)*
+                    _ => return Err(Error::invalid("train.config", "a field of TrainConfig", name)),
+                }
+                Ok(())
+            }
+
+            /// The field `name`'s value as text (its default, for a fresh config); `None` for
+            /// an optional field that is unset or a name that is no field.
+            pub fn field_text(&self, name: &str) -> Option<String> {
+                match name {
+                    $(stringify!($field) => FieldValue::to_text(&self.$field),)*
+                    _ => None,
+                }
+            }
+        }
+    };
+    (@kind $ty:ty) => { FieldKind::Required };
+    (@kind $ty:ty, $default:literal) => { <$ty as FieldValue>::KIND };
+}
+
+/// One [`TrainConfig`] field as a front end that sets fields from text sees it (the command
+/// line's `train` takes a flag `--<name with dashes>` for each).
+#[derive(Clone, Copy, Debug)]
+pub struct ConfigField {
+    /// The field's name, as in the saved JSON.
+    pub name: &'static str,
+    /// Its doc comment, one line of Markdown per doc line.
+    pub doc: &'static str,
+    /// How a value is given.
+    pub kind: FieldKind,
+    /// The names it accepts where they are a fixed list (a model class), else none.
+    pub choices: fn() -> Vec<&'static str>,
+    /// Parses a value's text without keeping it; the error names what is accepted.
+    pub check: fn(&str) -> std::result::Result<(), String>,
+}
+
+/// How a [`ConfigField`]'s value is given.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FieldKind {
+    /// An argument of [`TrainConfig::new`] (no default).
+    Required,
+    /// A value that replaces the default.
+    Value,
+    /// A value that sets it; without one it is unset (`None`).
+    Optional,
+    /// A switch: given, the field takes the opposite of its default.
+    Switch,
+}
+
+/// A [`TrainConfig`] field's type as text gives it.
+pub trait FieldValue: Sized {
+    /// How a value is given.
+    const KIND: FieldKind;
+    /// Parses `text`; the error names what is accepted.
     ///
-    /// [`ButterflyProduct::doubled`]: crate::nn::ButterflyProduct::doubled
-    /// [`ButterflyProduct::eigen_doubled`]: crate::nn::ButterflyProduct::eigen_doubled
-    #[config(default = "None")]
-    pub grow_above: Option<usize>,
-    /// The model class to train (`train --model`): `None`, the target's own
-    /// ([`crate::nn::model_class`], which represents it exactly); a [`ModelChoice`] overrides it
-    /// (a class that cannot represent the target misses the bar).
-    #[config(default = "None")]
-    pub model: Option<ModelChoice>,
-    /// Real butterflies (`train --real`): every twiddle's imaginary part stays 0 (they start at
-    /// 0 and their gradients are masked). Off (complex twiddles) by default: of the targets
-    /// only the Hadamard transform has a real exact factorization.
-    #[config(default = false)]
-    pub real: bool,
-    /// Adam hands over to the polish phase once the rmse is at or below this.
-    #[config(default = 1e-4)]
-    pub switch_rmse: f64,
-    /// Further attempts, from new random weights, when the polish stalls above the bar (an
-    /// attempt in a local minimum ends after about `3 · plateau_steps` Adam steps and a short
-    /// polish).
-    #[config(default = 9)]
-    pub restarts: usize,
-    /// Most Levenberg–Marquardt iterations in the polish phase. A polish in a spurious minimum
-    /// ends earlier, when it stalls (`max_stalled`); one that still gains needs the room: on a
-    /// circulant of N = 16 (a kernel of the chain from 64) it fell from rmse 3e-4 to the bar in
-    /// about 200 iterations, where 60 ended every attempt above it.
-    #[config(default = 300)]
-    pub polish_iters: usize,
-    /// Most conjugate-gradient iterations per Levenberg–Marquardt step.
-    #[config(default = 200)]
-    pub cg_iters: usize,
-    /// Relative residual at which conjugate gradients stop.
-    #[config(default = 1e-2)]
-    pub cg_tol: f64,
-    /// Fix the gauge before the polish phase (see [`crate::train::gauge`]); off, the polish
-    /// trains every twiddle.
-    #[config(default = true)]
-    pub fix_gauge: bool,
-    /// Each polish stage ends after this many steps in a row that lower the loss by less than
-    /// 1 % (the float type's precision is reached).
-    #[config(default = 4)]
-    pub max_stalled: usize,
-    /// Stop as soon as the rmse is at or below this (default: polish until it stalls).
-    #[config(default = "None")]
-    pub stop_rmse: Option<f64>,
-    /// Directory for TensorBoard event files (none: no TensorBoard logging).
-    #[config(default = "None")]
-    pub log_dir: Option<String>,
-    /// Directory for checkpoints and this config (none: no checkpoints).
-    #[config(default = "None")]
-    pub checkpoint_dir: Option<String>,
-    /// Steps between checkpoints.
-    #[config(default = 200)]
-    pub checkpoint_every: usize,
-    /// Steps between log records (TensorBoard and progress).
-    #[config(default = 10)]
-    pub log_every: usize,
+    /// # Errors
+    /// A message when `text` is not a value of the type.
+    fn parse_text(text: &str) -> std::result::Result<Self, String>;
+    /// The value as text; `None` for an unset optional value.
+    fn to_text(&self) -> Option<String>;
+    /// The names accepted where they are a fixed list, else none.
+    fn choices() -> Vec<&'static str> {
+        Vec::new()
+    }
+}
+
+/// [`FieldValue`] for a type with `FromStr` and `Display`, and for its `Option`.
+macro_rules! field_value {
+    ($($t:ty => $choices:expr),* $(,)?) => {$(
+        impl FieldValue for $t {
+            const KIND: FieldKind = FieldKind::Value;
+            fn parse_text(text: &str) -> std::result::Result<Self, String> {
+                text.parse().map_err(|e: <$t as std::str::FromStr>::Err| e.to_string())
+            }
+            fn to_text(&self) -> Option<String> {
+                Some(self.to_string())
+            }
+            fn choices() -> Vec<&'static str> {
+                $choices
+            }
+        }
+
+        impl FieldValue for Option<$t> {
+            const KIND: FieldKind = FieldKind::Optional;
+            fn parse_text(text: &str) -> std::result::Result<Self, String> {
+                <$t as FieldValue>::parse_text(text).map(Some)
+            }
+            fn to_text(&self) -> Option<String> {
+                self.as_ref().and_then(FieldValue::to_text)
+            }
+            fn choices() -> Vec<&'static str> {
+                <$t as FieldValue>::choices()
+            }
+        }
+    )*};
+}
+
+field_value!(
+    usize => Vec::new(),
+    u64 => Vec::new(),
+    f64 => Vec::new(),
+    String => Vec::new(),
+    ModelChoice => ModelChoice::VARIANTS.map(ModelChoice::as_str).to_vec(),
+);
+
+impl FieldValue for bool {
+    const KIND: FieldKind = FieldKind::Switch;
+    fn parse_text(text: &str) -> std::result::Result<Self, String> {
+        text.parse().map_err(|_| format!("true or false, got {text:?}"))
+    }
+    fn to_text(&self) -> Option<String> {
+        Some(self.to_string())
+    }
+}
+
+/// A target by its kind's name; the circulant's kernel has no text form here (the command line
+/// takes it from `--kernel`).
+impl FieldValue for Target {
+    const KIND: FieldKind = FieldKind::Value;
+    fn parse_text(text: &str) -> std::result::Result<Self, String> {
+        let kind: TargetKind = text.parse().map_err(|e: Error| e.to_string())?;
+        kind.target(Vec::new()).map_err(|e| e.to_string())
+    }
+    fn to_text(&self) -> Option<String> {
+        Some(self.kind().to_string())
+    }
+    fn choices() -> Vec<&'static str> {
+        TargetKind::VARIANTS.map(TargetKind::as_str).to_vec()
+    }
+}
+
+train_config! {
+    /// Configuration of a training run (see [`crate::train`] for the method). The backend and
+    /// the float type are the caller's choice: [`Trainer::run_on`](crate::train::Trainer::run_on)
+    /// on a backend type, or [`Trainer::run`](crate::train::Trainer::run) on a named one.
+    ///
+    /// Steps are counted across phases: one Adam update is one step, one Levenberg–Marquardt
+    /// iteration (kept or refused) is one step.
+    ///
+    /// Each field's first doc paragraph is also the help of its `train` flag.
+    pub struct TrainConfig {
+        /// Transform size N (a power of two, at least 2).
+        pub n: usize,
+        /// The transform to reproduce.
+        #[config(default = "Target::Dft")]
+        pub target: Target,
+        /// Seed of the random initial twiddles (Haar-random unitary blocks); restart r uses
+        /// seed + r.
+        #[config(default = 0)]
+        pub seed: u64,
+        /// Adam's initial learning rate (cosine decay to `lr_final` over `adam_steps`).
+        #[config(default = 1e-2)]
+        pub lr: f64,
+        /// Adam's learning rate at the end of the schedule.
+        #[config(default = 1e-4)]
+        pub lr_final: f64,
+        /// Most Adam steps per attempt.
+        #[config(default = 3000)]
+        pub adam_steps: usize,
+        /// Adam hands over to the polish early when a product's loss (K ≥ 2 factors) fell by
+        /// less than 1 % over this many steps (0: never early).
+        ///
+        /// Such a loss is in a local minimum: Adam's loss in a basin that leads to the target
+        /// falls by orders of magnitude over such a window.
+        #[config(default = 250)]
+        pub plateau_steps: usize,
+        /// Measure the layer on this many random probe vectors instead of the N×N identity basis
+        /// (unset: the identity basis up to N = 4096, 256 probes above).
+        ///
+        /// See [`crate::train::objective`]: the identity basis up to
+        /// [`DENSE_MAX_N`](crate::train::objective::DENSE_MAX_N),
+        /// [`PROBES`](crate::train::objective::PROBES) probes above it.
+        #[config(default = "None")]
+        pub probes: Option<usize>,
+        /// Above this N a run of the DFT, iDFT, Hadamard transform or circulant starts from the
+        /// layer trained at N/2, grown to N (unset: 4096, the circulant 4; N or more: from
+        /// random weights at every size).
+        ///
+        /// It applies to a run whose model class is a product of butterflies after the bit
+        /// reversal or the identity with every stage learned. Each attempt starts from the layer
+        /// trained at N/2 (on [`Target::halved`]; itself from random weights, and grown the same
+        /// way above this size) applied to both halves, with a random last stage in each factor
+        /// ([`ButterflyProduct::doubled`]); one butterfly then goes straight to the polish, a
+        /// product runs Adam's schedule first, except the circulant's first attempt of a block,
+        /// which starts from the layer grown by the targets' eigenstructure
+        /// ([`ButterflyProduct::eigen_doubled`]) and goes straight to the polish where that start
+        /// is within `switch_rmse`. The attempts of a block of
+        /// [`HALF_REUSE`](crate::train::HALF_REUSE) double one trained half-size layer, each with
+        /// its own random last stages. Unset, the target's default applies,
+        /// [`grow_above_default`].
+        ///
+        /// [`ButterflyProduct::doubled`]: crate::nn::ButterflyProduct::doubled
+        /// [`ButterflyProduct::eigen_doubled`]: crate::nn::ButterflyProduct::eigen_doubled
+        #[config(default = "None")]
+        pub grow_above: Option<usize>,
+        /// Model class to train instead of the target's own (which represents it exactly):
+        /// `b` one butterfly, `bp` a permutation and a butterfly, `bpbp` two of them. A class
+        /// that cannot represent the target misses the bar.
+        ///
+        /// Unset, the class is the target's own ([`crate::nn::model_class`]); see
+        /// [`ModelChoice`].
+        #[config(default = "None")]
+        pub model: Option<ModelChoice>,
+        /// Real butterflies: every twiddle's imaginary part stays 0 (the Hadamard transform's
+        /// exact factorization is real; the other targets' are not).
+        ///
+        /// The imaginary parts start at 0 and their gradients are masked. Off (complex twiddles)
+        /// by default.
+        #[config(default = false)]
+        pub real: bool,
+        /// rmse at which Adam hands over to the polish phase.
+        #[config(default = 1e-4)]
+        pub switch_rmse: f64,
+        /// Further attempts from new random weights when the polish stalls above the bar.
+        ///
+        /// An attempt in a local minimum ends after about `3 · plateau_steps` Adam steps and a
+        /// short polish.
+        #[config(default = 9)]
+        pub restarts: usize,
+        /// Most Levenberg–Marquardt iterations in the polish phase.
+        ///
+        /// A polish in a spurious minimum ends earlier, when it stalls (`max_stalled`); one that
+        /// still gains needs the room: on a circulant of N = 16 (a kernel of the chain from 64)
+        /// it fell from rmse 3e-4 to the bar in about 200 iterations, where 60 ended every
+        /// attempt above it.
+        #[config(default = 300)]
+        pub polish_iters: usize,
+        /// Most conjugate-gradient iterations per Levenberg–Marquardt step.
+        #[config(default = 200)]
+        pub cg_iters: usize,
+        /// Relative residual at which conjugate gradients stop.
+        #[config(default = 1e-2)]
+        pub cg_tol: f64,
+        /// Fix the gauge before the polish phase (see [`crate::train::gauge`]); off, the polish
+        /// trains every twiddle.
+        #[config(default = true)]
+        pub fix_gauge: bool,
+        /// Stalled polish steps before stopping: each polish stage ends after this many steps in
+        /// a row that lower the loss by less than 1 % (the float type's precision is reached).
+        #[config(default = 4)]
+        pub max_stalled: usize,
+        /// Stop as soon as the rmse is at or below this (unset: polish until it stalls).
+        #[config(default = "None")]
+        pub stop_rmse: Option<f64>,
+        /// Directory for TensorBoard event files (unset: no TensorBoard logging).
+        #[config(default = "None")]
+        pub log_dir: Option<String>,
+        /// Directory for checkpoints and this config (unset: no checkpoints).
+        #[config(default = "None")]
+        pub checkpoint_dir: Option<String>,
+        /// Steps between checkpoints.
+        #[config(default = 200)]
+        pub checkpoint_every: usize,
+        /// Steps between log records (TensorBoard and progress).
+        #[config(default = 10)]
+        pub log_every: usize,
+    }
 }
 
 /// Above this size the one-butterfly targets grow from N/2 by default: Adam from random weights

@@ -335,3 +335,24 @@ fn bench_anchors_are_read_and_checked() {
     args.extend(["--anchor", anchor]);
     refused(&args, &[], &["bench spectral --anchor", "JSON lines"]);
 }
+
+/// `train`'s flags come from `TrainConfig::FIELDS`: every field has one (`n`, `target` and
+/// `fix_gauge` under their own spelling), the help shows the config's defaults, and a value
+/// outside a fixed list is refused naming the list.
+#[test]
+fn every_train_config_field_has_its_flag() {
+    let out = run(&["train", "--help"], &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let help = String::from_utf8_lossy(&out.stdout).into_owned();
+    for field in learned_fft::TrainConfig::FIELDS {
+        let flag = match field.name {
+            "fix_gauge" => "--free-gauge".to_string(),
+            name => format!("--{}", name.replace('_', "-")),
+        };
+        assert!(help.contains(&format!("{flag} ")) || help.contains(&format!("{flag}\n")), "{flag} missing: {help}");
+    }
+    assert!(help.contains("[default: 3000]"), "Adam's default steps, from the config: {help}");
+    refused(&["train", "--model", "bogus"], &[], &["--model", "bogus", "b", "bp", "bpbp"]);
+    refused(&["train", "--target", "bogus"], &[], &["--target", "dft", "circulant"]);
+    refused(&["train", "--real", "--complex"], &[], &["--real", "--complex"]);
+}

@@ -1,0 +1,248 @@
+//! `learned-fft train`: one training run. Every `TrainConfig` field with a default has its flag
+//! derived from [`TrainConfig::FIELDS`] (name, help and default shown come from the config);
+//! this file declares only the flags whose spelling or meaning is the command line's own.
+
+use clap::builder::PossibleValuesParser;
+use clap::{Arg, ArgAction, ArgMatches, Args};
+use learned_fft::backend::Precision;
+use learned_fft::nn::ModelChoice;
+use learned_fft::train::config::{ConfigField, FieldKind};
+use learned_fft::{TargetKind, TrainConfig, TrainReport, Trainer};
+use serde_json::{json, Value};
+
+use super::progress::ProgressLine;
+use super::{one_of, stop_on_signals, Global, JsonLines};
+
+#[derive(Args)]
+pub struct TrainArgs {
+    /// Transform size N (a power of two).
+    #[arg(long, default_value_t = 64)]
+    n: usize,
+    /// Target transform.
+    #[arg(long, default_value = "dft", value_parser = one_of(&TargetKind::VARIANTS, TargetKind::as_str))]
+    target: TargetKind,
+    /// Kernel of the circulant target, comma-separated (length N).
+    #[arg(long, value_delimiter = ',', allow_hyphen_values = true)]
+    kernel: Vec<f64>,
+    #[command(flatten)]
+    config: ConfigFlags,
+    /// Complex butterflies (the default).
+    #[arg(long, conflicts_with = "real")]
+    complex: bool,
+    /// Do not fix the gauge before the polish phase (train every twiddle).
+    #[arg(long)]
+    free_gauge: bool,
+    /// Continue from the checkpoint in --checkpoint-dir.
+    #[arg(long)]
+    resume: bool,
+    /// No progress line (log records go to stderr as JSON lines instead).
+    #[arg(long)]
+    quiet: bool,
+}
+
+impl TrainArgs {
+    fn config(&self) -> learned_fft::Result<TrainConfig> {
+        let target = self.target.target(self.kernel.clone())?;
+        let mut c = TrainConfig::new(self.n).with_target(target);
+        for (name, text) in &self.config.given {
+            c.set_field(name, text)?;
+        }
+        c.fix_gauge = !self.free_gauge;
+        c.validate()?;
+        Ok(c)
+    }
+}
+
+/// Trains; a run that misses its bar reports with an `"error"` (exit status 1).
+pub fn run(args: TrainArgs, global: &Global) -> learned_fft::Result<Value> {
+    let config = args.config()?;
+    let (model, real) = (config.model, config.real);
+    let trainer = Trainer::new(config)?.with_resume(args.resume).with_stop_flag(stop_on_signals()?);
+    let report = if args.quiet {
+        trainer.run(global.backend, global.precision(), &mut JsonLines)?
+    } else {
+        let mut line = ProgressLine::default();
+        let report = trainer.run(global.backend, global.precision(), &mut line);
+        line.finish();
+        report?
+    };
+    eprintln!(
+        "N = {}: rmse {:.3e}{} after {} steps in {:.1} s ({} attempt(s)) on {}",
+        report.n,
+        report.rmse,
+        report.floor.map(|f| format!(", floor {f:.3e} ({:.3}×)", report.rmse / f)).unwrap_or_default(),
+        report.steps,
+        report.seconds,
+        report.attempts,
+        report.backend
+    );
+    if !report.reached {
+        let why = missed_bar(&report, model, real);
+        eprintln!("error: {why}");
+        return Ok(json!({ "train": report, "error": why }));
+    }
+    Ok(json!({ "train": report }))
+}
+
+/// Why a run did not reach its bar, for its error message.
+fn missed_bar(report: &TrainReport, model: Option<ModelChoice>, real: bool) -> String {
+    let (target, precision) = (report.target.kind(), report.backend.precision);
+    let chosen = model.map(|m| {
+        format!(
+            " (model {} from --model; the target's own class, {}, represents it exactly)",
+            m.name(),
+            learned_fft::reference::factorizations::model_name(&report.target)
+        )
+    });
+    let why = match report.bar {
+        Some(bar) => format!(
+            "train: {target} at N = {}: rmse {:.3e} is above the bar {bar:.3e} ({}); the run did not recover the target",
+            report.n,
+            report.rmse,
+            match precision {
+                Precision::F64 => "f64: 1e-14".to_string(),
+                Precision::F32 => "f32: the floor, its exact factorization's rmse in f32 on this backend".to_string(),
+            }
+        ),
+        None => format!(
+            "train: {target} at N = {}: rmse {:.3e}; no exact factorization of {target} in this model class is known, so \
+             there is no {precision} bar and the run cannot count as recovering it",
+            report.n, report.rmse
+        ),
+    };
+    let real = if real { " (real butterflies from --real)" } else { "" };
+    why + &chosen.unwrap_or_default() + real
+}
+
+/// The fields whose flags [`TrainArgs`] declares itself: `--n` (the CLI's default size), `--target`
+/// with `--kernel` (a target and its data), and `--free-gauge` (the name `fix_gauge` had on the
+/// command line before its flag was derived).
+const OWN: [&str; 3] = ["n", "target", "fix_gauge"];
+
+/// A flag `--<name with dashes>` for every other [`TrainConfig`] field with a default: a value
+/// flag, or a switch for a `bool` (given, the field takes the opposite of its default). A flag
+/// not given leaves the config's default.
+#[derive(Clone, Debug, Default)]
+struct ConfigFlags {
+    /// The fields given, with their text.
+    given: Vec<(&'static str, String)>,
+}
+
+fn derived() -> impl Iterator<Item = &'static ConfigField> {
+    TrainConfig::FIELDS.iter().filter(|f| f.kind != FieldKind::Required && !OWN.contains(&f.name))
+}
+
+impl clap::FromArgMatches for ConfigFlags {
+    fn from_arg_matches(matches: &ArgMatches) -> Result<Self, clap::Error> {
+        let mut flags = ConfigFlags::default();
+        flags.update_from_arg_matches(matches)?;
+        Ok(flags)
+    }
+
+    fn update_from_arg_matches(&mut self, matches: &ArgMatches) -> Result<(), clap::Error> {
+        let defaults = TrainConfig::new(2);
+        for f in derived() {
+            let text = match f.kind {
+                FieldKind::Switch => matches
+                    .get_flag(f.name)
+                    .then(|| (defaults.field_text(f.name).as_deref() != Some("true")).to_string()),
+                _ => matches.get_one::<String>(f.name).cloned(),
+            };
+            self.given.extend(text.map(|t| (f.name, t)));
+        }
+        Ok(())
+    }
+}
+
+impl clap::Args for ConfigFlags {
+    fn augment_args(cmd: clap::Command) -> clap::Command {
+        let defaults = TrainConfig::new(2);
+        derived().fold(cmd, |cmd, f| cmd.arg(flag(f, &defaults)))
+    }
+
+    fn augment_args_for_update(cmd: clap::Command) -> clap::Command {
+        Self::augment_args(cmd)
+    }
+}
+
+/// The flag of field `f`, its help from the field's doc as clap's derive writes a doc comment
+/// (the first paragraph without its period; all of them for `--help`) and, for a value, the
+/// config's default.
+fn flag(f: &'static ConfigField, defaults: &TrainConfig) -> Arg {
+    let arg = Arg::new(f.name).long(leak(f.name.replace('_', "-")));
+    let arg = match f.kind {
+        FieldKind::Switch => arg.action(ArgAction::SetTrue),
+        _ => {
+            let arg = arg.action(ArgAction::Set).value_name(leak(f.name.to_uppercase()));
+            let choices = (f.choices)();
+            if choices.is_empty() {
+                arg.value_parser(move |s: &str| (f.check)(s).map(|()| s.to_string()))
+            } else {
+                arg.value_parser(PossibleValuesParser::new(choices))
+            }
+        }
+    };
+    let default = match f.kind {
+        FieldKind::Value => defaults.field_text(f.name),
+        _ => None,
+    };
+    let paragraphs = paragraphs(f.doc);
+    let first = paragraphs.first().cloned().unwrap_or_default();
+    let mut help = first.strip_suffix('.').unwrap_or(&first).to_string();
+    let mut long = (paragraphs.len() > 1).then(|| paragraphs.join("\n\n"));
+    if let Some(d) = default {
+        help += &format!(" [default: {d}]");
+        long = long.map(|l| format!("{l}\n\n[default: {d}]"));
+    }
+    let arg = arg.help(help);
+    match long {
+        Some(long) => arg.long_help(long),
+        None => arg,
+    }
+}
+
+/// A doc comment's paragraphs, each on one line, with Markdown links as their text and link
+/// definitions dropped (rustdoc's links mean nothing on a terminal).
+fn paragraphs(doc: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let mut current: Vec<String> = Vec::new();
+    for line in doc.lines().map(str::trim) {
+        if line.starts_with('[') && line.contains("]: ") {
+            continue;
+        }
+        if line.is_empty() {
+            if !current.is_empty() {
+                out.push(current.join(" "));
+                current.clear();
+            }
+        } else {
+            current.push(link_text(line));
+        }
+    }
+    if !current.is_empty() {
+        out.push(current.join(" "));
+    }
+    out
+}
+
+/// `[text](target)` and `[text]` as `text`.
+fn link_text(line: &str) -> String {
+    let mut out = String::new();
+    let mut rest = line;
+    while let Some(open) = rest.find('[') {
+        let Some(close) = rest[open..].find(']').map(|c| open + c) else { break };
+        out.push_str(&rest[..open]);
+        out.push_str(&rest[open + 1..close]);
+        rest = &rest[close + 1..];
+        if let Some(end) = rest.strip_prefix('(').and_then(|r| r.find(')')) {
+            rest = &rest[end + 2..];
+        }
+    }
+    out + rest
+}
+
+/// A `'static` copy of `s`: clap's flag and value names are `'static` without its `string`
+/// feature, and the command is built once per process.
+fn leak(s: String) -> &'static str {
+    Box::leak(s.into_boxed_str())
+}
