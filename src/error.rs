@@ -147,6 +147,9 @@ pub fn bytes(n: u64) -> String {
 }
 
 /// `n` must be a power of two and at least 2; returns log2(n).
+///
+/// # Errors
+/// [`Error::InvalidInput`], naming `op`, when `n` is not a power of two ≥ 2.
 pub fn check_power_of_two(op: &'static str, n: usize) -> Result<usize> {
     if n < 2 || !n.is_power_of_two() {
         return Err(Error::invalid(op, "n to be a power of two >= 2", n));

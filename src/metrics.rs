@@ -17,6 +17,10 @@ use crate::reference::{ComplexMatrix, Target};
 
 /// rmse of a layer (a [`crate::nn::Butterfly`] or a [`crate::nn::ButterflyProduct`]) against a
 /// target matrix (see the module docs).
+///
+/// # Errors
+/// [`Error::InvalidInput`] when the target's size is not the layer's; [`Error::OutOfMemory`]
+/// when the layer's dense matrix does not fit.
 pub fn rmse(layer: &impl LinearTransform, target: &ComplexMatrix) -> Result<f64> {
     if target.n() != layer.size() {
         return Err(Error::invalid("rmse", format!("a target of size {}", layer.size()), target.n()));
@@ -55,6 +59,10 @@ pub fn rmse_to(layer: &impl LinearTransform, target: &Target) -> Result<f64> {
 /// The floor for `target` at size `n` on backend `B`: the rmse of its exact factorization
 /// evaluated in `B`'s float type ([`crate::reference::factorizations`]), measured by
 /// [`rmse_to`]. `None` for targets with no exact factorization here.
+///
+/// # Errors
+/// [`Error::InvalidInput`] when `n` is not a power of two ≥ 2 (or not the circulant kernel's
+/// length); [`Error::OutOfMemory`] when the factorization or the measurement does not fit.
 pub fn floor<B: ButterflyOps>(n: usize, target: &Target, device: &B::Device) -> Result<Option<f64>> {
     match exact_product::<B>(target, n, device)? {
         Some(exact) => rmse_to(&exact, target).map(Some),
@@ -96,6 +104,10 @@ pub struct ExactRow {
 }
 
 /// Accuracy of the exact unitary DFT butterfly of size `n` on backend `B`.
+///
+/// # Errors
+/// [`Error::InvalidInput`] when `n` is not a power of two ≥ 2; [`Error::OutOfMemory`] when the
+/// dense matrices do not fit.
 pub fn exact_row<B: ButterflyOps>(n: usize, device: &B::Device) -> Result<ExactRow> {
     use crate::tensors::{float_tensor, to_f64_vec};
     use num_complex::Complex64;

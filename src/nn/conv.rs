@@ -158,6 +158,27 @@ fn own_dtype<B: Backend, const D: usize>(init: Param<Tensor<B, D>>) -> Tensor<B,
 }
 
 /// Depthwise 1-D convolution through a butterfly FFT (see the module docs).
+///
+/// # Example
+/// ```
+/// use burn::backend::NdArray;
+/// use burn::module::Initializer;
+/// use burn::tensor::Tensor;
+/// use learned_fft::{to_f64_vec, FftConv1dConfig};
+///
+/// let device = Default::default();
+/// // One channel, two taps of 1 and no bias, for signals of 6 samples: y[n] = x[n] + x[n − 1].
+/// let conv = FftConv1dConfig::new(1, 2)
+///     .with_bias(false)
+///     .with_initializer(Initializer::Constant { value: 1.0 })
+///     .init::<NdArray<f64>>(6, &device)?;
+/// assert_eq!((conv.fft_size(), conv.output_length()), (8, 6));
+/// let x = Tensor::<NdArray<f64>, 3>::from_floats([[[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]]], &device);
+/// let y = to_f64_vec(conv.forward(x)?);
+/// let want = [1.0, 3.0, 5.0, 7.0, 9.0, 11.0];
+/// assert!(y.iter().zip(want).all(|(a, b)| (a - b).abs() < 1e-9));
+/// # Ok::<(), learned_fft::Error>(())
+/// ```
 #[derive(Module, Debug)]
 pub struct FftConv1d<B: Backend> {
     /// Filter taps, `[channels, kernel_size]`.

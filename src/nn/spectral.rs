@@ -68,6 +68,10 @@ pub struct SpectralLossConfig {
 
 impl SpectralLossConfig {
     /// Builds the loss on `device`, after checking the configuration.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] when W < 2, H = 0, eps is not finite and positive or the
+    /// spectral-convergence weight is negative or not finite.
     pub fn init<B: Backend>(&self, device: &B::Device) -> Result<SpectralLoss<B>> {
         let op = "spectral_loss.init";
         if self.win < 2 {
@@ -88,6 +92,25 @@ impl SpectralLossConfig {
 
 /// The spectral loss (see the module docs). A Burn [`Module`] without parameters (its window
 /// and DFT tables are constants), so a model can hold it as a field.
+///
+/// # Example
+/// ```
+/// use burn::backend::NdArray;
+/// use burn::nn::loss::Reduction;
+/// use burn::tensor::{Distribution, Tensor};
+/// use learned_fft::SpectralLossConfig;
+///
+/// let device = Default::default();
+/// // Frames of 64 samples every 16.
+/// let loss = SpectralLossConfig::new(64, 16).init::<NdArray>(&device)?;
+/// let x = Tensor::<NdArray, 2>::random([2, 256], Distribution::Default, &device);
+/// assert_eq!(loss.frames(256), Some(13));
+/// let same = loss.forward(x.clone(), x.clone(), Reduction::Mean)?;
+/// assert!(same.into_scalar().abs() < 1e-6);
+/// let apart = loss.forward(x.clone(), x * 2.0, Reduction::Mean)?;
+/// assert!(apart.into_scalar() > 0.0);
+/// # Ok::<(), learned_fft::Error>(())
+/// ```
 #[derive(Module, Debug)]
 pub struct SpectralLoss<B: Backend> {
     tables: StftTables<B>,
@@ -174,7 +197,14 @@ impl<B: SpectralOps> SpectralLoss<B> {
         Ok((pred, target, fused))
     }
 
-    /// The two magnitude spectrograms, `[batch, frames, bins]` each.
+    /// The two magnitude spectrograms.
+    ///
+    /// # Shapes
+    /// - `pred`, `target`: `[batch, T]`
+    /// - returns two `[batch, frames, W/2 + 1]`
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] when the shapes differ or T is shorter than W.
     pub fn spectrograms(&self, pred: Tensor<B, 2>, target: Tensor<B, 2>) -> Result<(Tensor<B, 3>, Tensor<B, 3>)> {
         let (pred, target, fused) = self.prepare(pred, target, "spectral_loss.forward")?;
         Ok((self.spectrogram(pred, fused)?, self.spectrogram(target, fused)?))
@@ -201,6 +231,10 @@ impl<B: SpectralOps> SpectralLoss<B> {
     /// # Shapes
     /// - `pred`, `target`: `[batch, T]`
     /// - returns `[1]`
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] when the shapes differ or T is shorter than W, or when
+    /// [`KernelChoice::Fused`] is asked for where the fused kernels cannot run.
     pub fn forward(&self, pred: Tensor<B, 2>, target: Tensor<B, 2>, reduction: Reduction) -> Result<Tensor<B, 1>> {
         let (pred, target, fused) = self.prepare(pred, target, "spectral_loss.forward")?;
         let c = &self.config;
@@ -249,6 +283,10 @@ pub struct MultiResolutionSpectralLossConfig {
 
 impl MultiResolutionSpectralLossConfig {
     /// Builds one [`SpectralLoss`] per resolution.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] when there is no resolution or one of them is invalid
+    /// ([`SpectralLossConfig::init`]).
     pub fn init<B: Backend>(&self, device: &B::Device) -> Result<MultiResolutionSpectralLoss<B>> {
         if self.resolutions.is_empty() {
             return Err(Error::invalid("multi_resolution_spectral_loss.init", "at least one resolution", "none"));
@@ -271,6 +309,13 @@ impl<B: SpectralOps> MultiResolutionSpectralLoss<B> {
     }
 
     /// Σ over resolutions of [`SpectralLoss::forward`].
+    ///
+    /// # Shapes
+    /// - `pred`, `target`: `[batch, T]`, T at least the largest W
+    /// - returns `[1]`
+    ///
+    /// # Errors
+    /// As [`SpectralLoss::forward`], for any resolution.
     pub fn forward(&self, pred: Tensor<B, 2>, target: Tensor<B, 2>, reduction: Reduction) -> Result<Tensor<B, 1>> {
         let mut total: Option<Tensor<B, 1>> = None;
         for l in &self.losses {

@@ -56,6 +56,10 @@ pub fn checkpoint_pictures(
 }
 
 /// [`checkpoint_pictures`] for a checkpoint already read, on backend `B`.
+///
+/// # Errors
+/// Those of the layer's matrix and target ([`crate::Error::OutOfMemory`] at large N) and of the
+/// figures.
 pub fn checkpoint_pictures_on<B: ButterflyOps>(
     ckpt: &Checkpoint,
     out_dir: &Path,

@@ -22,6 +22,10 @@ use crate::error::{check_power_of_two, Error, Result};
 /// Applies the butterfly with twiddles `(tw_re, tw_im)` (each `[L, n/2, 2, 2]` row-major) after
 /// the gather `perm` (`x ← x[perm]`, a permutation of `0..n`) to `x` in place. `x.len()` must
 /// be a power of two ≥ 2 and the twiddles and `perm` of its size.
+///
+/// # Errors
+/// [`Error::InvalidInput`] when `x.len()` is not a power of two ≥ 2, `perm` is not a
+/// permutation of `0..n` or the twiddles are not `[log2 n, n/2, 2, 2]`.
 pub fn apply(tw_re: &[f64], tw_im: &[f64], perm: &[usize], x: &mut [Complex64]) -> Result<()> {
     let n = x.len();
     let log_n = check_power_of_two("reference::butterfly::apply", n)?;
@@ -86,6 +90,9 @@ pub fn doubled_stages<T: Copy>(half: &[T], n: usize, last: &[T]) -> Vec<T> {
 
 /// The dense N×N matrix of a product of butterflies, each `(tw_re, tw_im, perm)` as for
 /// [`matrix`], the first applied first (the identity for none).
+///
+/// # Errors
+/// As [`matrix`], for any factor.
 pub fn product_matrix<'a>(
     n: usize,
     factors: impl IntoIterator<Item = (&'a [f64], &'a [f64], &'a [usize])>,
@@ -94,6 +101,9 @@ pub fn product_matrix<'a>(
 }
 
 /// The dense N×N matrix of the butterfly with the given twiddles and input gather `perm`.
+///
+/// # Errors
+/// As [`apply`] on a vector of length `n`.
 pub fn matrix(tw_re: &[f64], tw_im: &[f64], n: usize, perm: &[usize]) -> Result<ComplexMatrix> {
     // Checks the sizes once; every column then has the same length.
     apply(tw_re, tw_im, perm, &mut vec![Complex64::new(0.0, 0.0); n])?;

@@ -45,6 +45,9 @@ impl FftNorm {
 
 /// Transforms every contiguous length-`n` chunk of `data` in place: forward DFT, or inverse when
 /// `inverse`, scaled by `norm`. `data.len()` must be a non-zero multiple of `n` (any n ≥ 1).
+///
+/// # Errors
+/// [`Error::InvalidInput`] when `n` is 0 or `data.len()` is not a non-zero multiple of it.
 pub fn fft_in_place(data: &mut [Complex64], n: usize, inverse: bool, norm: FftNorm) -> Result<()> {
     if n == 0 || data.is_empty() || !data.len().is_multiple_of(n) {
         return Err(Error::invalid("fft_in_place", format!("a non-zero multiple of n = {n} values"), data.len()));

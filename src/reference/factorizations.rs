@@ -62,6 +62,10 @@ impl Factorization {
     }
 
     /// The dense matrix of the product, in f64.
+    ///
+    /// # Errors
+    /// [`crate::Error::InvalidInput`] when a factor's twiddles or permutation do not fit N
+    /// (not for a factorization built here).
     pub fn matrix(&self) -> Result<ComplexMatrix> {
         super::butterfly::product_matrix(
             self.n,

@@ -78,12 +78,18 @@ impl ComplexMatrix {
     }
 
     /// Matrix–vector product `self · x`; `x` must have length N.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] when `x.len()` is not N.
     pub fn mul_vec(&self, x: &[Complex64]) -> Result<Vec<Complex64>> {
         self.check_size("ComplexMatrix::mul_vec", x.len())?;
         Ok(self.data.chunks_exact(self.n).map(|row| row.iter().zip(x).map(|(a, b)| a * b).sum()).collect())
     }
 
     /// Matrix product `self · other`; both N×N.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] when the sizes differ.
     pub fn matmul(&self, other: &ComplexMatrix) -> Result<ComplexMatrix> {
         self.check_size("ComplexMatrix::matmul", other.n)?;
         let n = self.n;
@@ -106,6 +112,9 @@ impl ComplexMatrix {
     }
 
     /// The error metric of Dao et al. (2019): sqrt(mean over the N×N entries of |self − other|²).
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] when the sizes differ.
     pub fn rmse(&self, other: &ComplexMatrix) -> Result<f64> {
         self.check_size("ComplexMatrix::rmse", other.n)?;
         let sum: f64 = self.data.iter().zip(&other.data).map(|(a, b)| (a - b).norm_sqr()).sum();
@@ -113,6 +122,9 @@ impl ComplexMatrix {
     }
 
     /// Largest entry-wise modulus of `self − other`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] when the sizes differ.
     pub fn max_abs_diff(&self, other: &ComplexMatrix) -> Result<f64> {
         self.check_size("ComplexMatrix::max_abs_diff", other.n)?;
         Ok(self.data.iter().zip(&other.data).map(|(a, b)| (a - b).norm()).fold(0.0, f64::max))

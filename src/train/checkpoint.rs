@@ -231,6 +231,10 @@ pub fn write<B: Backend>(
 
 impl Checkpoint {
     /// Reads and checks a checkpoint file (magic, version, length, checksum, header).
+    ///
+    /// # Errors
+    /// [`Error::Io`] when the file cannot be read; [`Error::Checkpoint`] when it is truncated,
+    /// corrupt or of another format or version.
     pub fn read(path: impl AsRef<Path>) -> Result<Self> {
         let path = path.as_ref();
         let bytes = std::fs::read(path).map_err(|e| Error::io("checkpoint.read", path, e))?;

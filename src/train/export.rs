@@ -46,6 +46,10 @@ pub struct ExportSummary {
 
 /// Writes the twiddles of the checkpoint at `checkpoint` to a safetensors file at `out`
 /// (atomically), in the precision it was trained in.
+///
+/// # Errors
+/// As [`Checkpoint::read`] for the checkpoint; [`crate::Error::Io`] when `out` cannot be
+/// written.
 pub fn export_safetensors(checkpoint: impl AsRef<Path>, out: impl AsRef<Path>) -> Result<ExportSummary> {
     let ckpt = Checkpoint::read(checkpoint)?;
     // f64 holds f32 values exactly, so reading through NdArray<f64> loses nothing.

@@ -23,6 +23,10 @@ fn guarded<T>(what: &str, f: impl FnOnce() -> T) -> Result<T> {
 
 impl TensorBoard {
     /// Opens a new event file in `dir` (created if missing).
+    ///
+    /// # Errors
+    /// [`Error::Io`] when `dir` cannot be created or written; [`Error::TensorBoard`] when the
+    /// event file cannot be opened.
     pub fn open(dir: impl AsRef<Path>) -> Result<Self> {
         let dir = dir.as_ref();
         std::fs::create_dir_all(dir).map_err(|e| Error::io("tensorboard", dir, e))?;
@@ -34,6 +38,9 @@ impl TensorBoard {
     }
 
     /// Adds scalars `(tag, value)` at `step`.
+    ///
+    /// # Errors
+    /// [`Error::TensorBoard`] when the event writer fails.
     pub fn scalars(&mut self, step: usize, values: &[(&str, f64)]) -> Result<()> {
         let Some(w) = self.writer.as_mut() else { return Ok(()) };
         guarded("writing scalars", || {
@@ -44,12 +51,18 @@ impl TensorBoard {
     }
 
     /// Flushes events to disk.
+    ///
+    /// # Errors
+    /// [`Error::TensorBoard`] when the event writer fails.
     pub fn flush(&mut self) -> Result<()> {
         let Some(w) = self.writer.as_mut() else { return Ok(()) };
         guarded("flushing", || w.flush())
     }
 
     /// Flushes and closes the event file.
+    ///
+    /// # Errors
+    /// [`Error::TensorBoard`] when the event writer fails.
     pub fn close(mut self) -> Result<()> {
         let w = self.writer.take();
         guarded("closing", move || drop(w))

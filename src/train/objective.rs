@@ -134,6 +134,10 @@ pub fn rows_for(n: usize, probes: Option<usize>) -> usize {
 
 impl<B: Backend> Objective<B> {
     /// The identity-basis objective for `target` at size `n`.
+    ///
+    /// # Errors
+    /// As [`Target::matrix`]: [`crate::Error::InvalidInput`] for a size that is not a power of
+    /// two ≥ 2, [`crate::Error::OutOfMemory`] when the dense target does not fit.
     pub fn new(target: &Target, n: usize, device: &B::Device) -> Result<Self> {
         Ok(Self::from_matrix(&target.matrix(n)?, device))
     }

@@ -73,6 +73,18 @@ pub struct TrainReport {
 
 /// Trains a [`ButterflyProduct`] in the target's model class (one butterfly for the DFT) to
 /// reproduce a target transform (see [`crate::train`]).
+///
+/// # Example
+/// ```
+/// use learned_fft::{BackendKind, Precision, Target, TrainConfig, Trainer};
+///
+/// // The DFT of size 8 from random twiddles, on the CPU in f64.
+/// let config = TrainConfig::new(8).with_target(Target::Dft).with_seed(1);
+/// let report = Trainer::new(config)?.run(BackendKind::Ndarray, Precision::F64, &mut ())?;
+/// assert!(report.reached);
+/// assert!(report.rmse <= 1e-14);
+/// # Ok::<(), learned_fft::Error>(())
+/// ```
 #[derive(Clone, Debug)]
 pub struct Trainer {
     config: TrainConfig,
@@ -82,6 +94,10 @@ pub struct Trainer {
 
 impl Trainer {
     /// A trainer for `config` (checked here).
+    ///
+    /// # Errors
+    /// [`crate::Error::InvalidInput`] when the config does not validate
+    /// ([`TrainConfig::validate`]).
     pub fn new(config: TrainConfig) -> Result<Self> {
         config.validate()?;
         Ok(Trainer { config, resume: false, stop: None })
@@ -114,6 +130,10 @@ impl Trainer {
 
     /// Trains on the named backend and precision (resolving `auto`, see
     /// [`crate::backend::dispatch`]).
+    ///
+    /// # Errors
+    /// As [`run_on`](Self::run_on), and the backend's: [`Error::BackendUnavailable`],
+    /// [`Error::UnsupportedPrecision`].
     pub fn run(&self, backend: BackendKind, precision: Precision, observer: &mut dyn Observer) -> Result<TrainReport> {
         struct Task<'a>(&'a Trainer, &'a mut dyn Observer);
         impl BackendTask for Task<'_> {
@@ -128,6 +148,12 @@ impl Trainer {
     /// Trains on backend `B` and returns the trained layer with the report (a product of one
     /// factor for the DFT, the iDFT and the Hadamard transform:
     /// [`ButterflyProduct::into_butterfly`] gives the [`crate::nn::Butterfly`]).
+    ///
+    /// # Errors
+    /// [`Error::Diverged`] when the loss or the twiddles go non-finite,
+    /// [`Error::Interrupted`] when the stop flag is set, [`Error::OutOfMemory`] when the target
+    /// or the objective does not fit, [`Error::Io`], [`Error::Checkpoint`] and [`Error::Busy`]
+    /// from the checkpoint directory (a resume included), [`Error::TensorBoard`] from the logs.
     pub fn run_on<B: FftBackend>(
         &self,
         device: &B::Device,
@@ -253,7 +279,7 @@ impl Trainer {
 /// Attempts at N that grow from one trained half-size layer (each doubling it with its own seed)
 /// before the half-size run is repeated with a new seed, and the most attempts a half-size run
 /// makes. A failed attempt at N then costs its own steps, not the whole chain below it again,
-/// and a chain costs at most this many attempts per level and block: on the H200 the
+/// and a chain costs at most this many attempts per level and block: without it the
 /// circulant's chain from N = 16 to 64 or 1024 retrained every level on every failed attempt
 /// above it, with ten attempts at each.
 pub const HALF_REUSE: usize = 3;

@@ -18,7 +18,24 @@ use crate::reference::factorizations::Factor;
 use crate::reference::{self as truth, ComplexMatrix, FftNorm};
 use crate::tensors::{eye, float_tensor, to_f64_vec};
 
-/// Configuration of a [`Butterfly`].
+/// Configuration of a [`Butterfly`]: its size, initial twiddles and input permutation.
+///
+/// # Example
+/// ```
+/// use burn::backend::NdArray;
+/// use learned_fft::{ButterflyConfig, ButterflyInit, Permutation};
+///
+/// let device = Default::default();
+/// // A random unitary butterfly of size 16 on the natural-order input.
+/// let layer = ButterflyConfig::new(16)
+///     .with_init(ButterflyInit::RandomUnitary { seed: 7 })
+///     .with_permutation(Permutation::Identity)
+///     .init::<NdArray>(&device)?;
+/// assert_eq!((layer.n(), layer.log_n()), (16, 4));
+/// // N must be a power of two.
+/// assert!(ButterflyConfig::new(12).init::<NdArray>(&device).is_err());
+/// # Ok::<(), learned_fft::Error>(())
+/// ```
 #[derive(Config, Debug)]
 pub struct ButterflyConfig {
     /// Transform size N: a power of two, at least 2.
@@ -33,6 +50,11 @@ pub struct ButterflyConfig {
 
 impl ButterflyConfig {
     /// Builds the layer on `device`, after checking the configuration.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] when N is not a power of two of at least 2, the permutation does
+    /// not fit N, or the initialiser's scale or weight is out of range;
+    /// [`Error::OutOfMemory`] when the twiddles do not fit.
     pub fn init<B: Backend>(&self, device: &B::Device) -> Result<Butterfly<B>> {
         let log_n = self.assertions()?;
         let (re, im) = self.init.twiddles(self.n);
@@ -71,6 +93,24 @@ impl ButterflyConfig {
 /// exact definition is [`crate::reference::butterfly`].
 ///
 /// With [`ButterflyInit::Fft`] and [`Permutation::BitReversal`] the layer is the FFT.
+///
+/// # Example
+/// ```
+/// use burn::backend::NdArray;
+/// use burn::tensor::Tensor;
+/// use learned_fft::{to_f64_vec, ButterflyConfig};
+///
+/// let device = Default::default();
+/// // The default initialiser: the exact unitary FFT of size 8.
+/// let fft = ButterflyConfig::new(8).init::<NdArray>(&device)?;
+/// // The spectrum of a unit impulse is flat: every bin 1/√8.
+/// let x = Tensor::<NdArray, 2>::from_floats([[1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]], &device);
+/// let (re, im) = fft.forward_real(x)?;
+/// assert_eq!(re.dims(), [1, 8]);
+/// assert!(to_f64_vec(re).iter().all(|v| (v - 8f64.sqrt().recip()).abs() < 1e-6));
+/// assert!(to_f64_vec(im).iter().all(|v| v.abs() < 1e-6));
+/// # Ok::<(), learned_fft::Error>(())
+/// ```
 #[derive(Module, Debug)]
 pub struct Butterfly<B: Backend> {
     /// Real parts of the twiddles, `[log2 N, N/2, 2, 2]`.
@@ -182,6 +222,9 @@ impl<B: ButterflyOps> Butterfly<B> {
     /// # Shapes
     /// - `x`: `[..., N]`
     /// - returns `(re, im)`, each `[..., N]`
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] when the last dimension is not N.
     pub fn forward_real<const D: usize>(&self, x: Tensor<B, D>) -> Result<(Tensor<B, D>, Tensor<B, D>)> {
         let im = x.zeros_like();
         self.forward(x, im)
@@ -304,7 +347,10 @@ impl<B: Backend> Butterfly<B> {
     }
 }
 
-/// The exact unitary FFT butterfly of size n (shorthand for the default config).
+/// The exact unitary FFT butterfly of size n (shorthand for the default config), or its inverse.
+///
+/// # Errors
+/// As [`ButterflyConfig::init`].
 pub fn exact_fft<B: ButterflyOps>(n: usize, inverse: bool, device: &B::Device) -> Result<Butterfly<B>> {
     ButterflyConfig::new(n).with_init(ButterflyInit::Fft { inverse, norm: FftNorm::Ortho }).init(device)
 }
