@@ -42,6 +42,8 @@
 //! # Ok::<(), learned_fft::Error>(())
 //! ```
 
+#![warn(missing_docs)]
+
 pub mod backend;
 pub mod error;
 pub mod files;
