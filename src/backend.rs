@@ -1,19 +1,21 @@
-//! Backend choice: wgpu, candle, ndarray and (with the `cuda` feature) CUDA, at f32 or f64.
+//! Backend choice: ndarray (always compiled in), and with their crate features wgpu, candle and
+//! CUDA, at f32 or f64.
 //!
 //! Everything that runs on "the chosen backend" is written once, generic over
 //! `B: AutodiffBackend`, as a [`BackendTask`]; [`dispatch`] picks the concrete backend type at
 //! run time. The choice comes from a `--backend` flag or the `LEARNED_FFT_BACKEND` environment
-//! variable (the flag wins); `auto` takes wgpu when a hardware wgpu adapter (a GPU) exists, else
-//! candle (which is always compiled in, so ndarray is only ever chosen by name). A CPU adapter
-//! such as Mesa's lavapipe is used only when wgpu is named: on a CPU candle is faster. At f64
-//! `auto` takes candle, since wgpu is f32-only.
+//! variable (the flag wins); `auto` takes wgpu when it is compiled in and a hardware wgpu adapter
+//! (a GPU) exists, else candle when it is compiled in, else ndarray. A CPU adapter such as Mesa's
+//! lavapipe is used only when wgpu is named: on a CPU, native code is faster. At f64 `auto` takes
+//! the CPU backend, since wgpu is f32-only. A backend named but not compiled in is an error that
+//! names the feature to build with.
 //!
-//! | backend | f32 | f64 | device |
-//! |---|---|---|---|
-//! | wgpu | yes | refused (CubeCL's wgpu f64 returns wrong values) | default adapter (Vulkan, Metal, DX12) |
-//! | candle | yes | yes | CPU |
-//! | ndarray | yes | yes | CPU |
-//! | cuda (feature `cuda`) | yes | yes | GPU 0 |
+//! | backend | feature | f32 | f64 | device |
+//! |---|---|---|---|---|
+//! | ndarray | always | yes | yes | CPU |
+//! | wgpu | `wgpu` | yes | refused (CubeCL's wgpu f64 returns wrong values) | default adapter (Vulkan, Metal, DX12) |
+//! | candle | `candle` | yes | yes | CPU |
+//! | cuda | `cuda` | yes | yes | GPU 0 |
 
 use std::fmt;
 use std::str::FromStr;
@@ -28,16 +30,18 @@ use crate::ops::{ButterflyOps, SpectralOps};
 pub const BACKEND_ENV: &str = "LEARNED_FFT_BACKEND";
 
 /// The wgpu backend without fusion: the concrete type custom CubeCL kernels are written for.
+#[cfg(feature = "wgpu")]
 pub type WgpuBackend = burn::backend::wgpu::CubeBackend<burn::backend::wgpu::WgpuRuntime, f32, i32, u32>;
 /// The candle backend on the CPU at float type `F`. (burn-candle 0.21 is marked deprecated;
 /// it still works and gives the same numbers, and the issue asks for it.)
+#[cfg(feature = "candle")]
 #[allow(deprecated)]
 pub type CandleBackend<F = f32> = burn::backend::Candle<F, i64>;
 /// The ndarray backend at float type `F`.
 pub type NdArrayBackend<F = f32> = burn::backend::NdArray<F>;
 /// The CUDA backend at float type `F` and int type `I`.
 #[cfg(feature = "cuda")]
-pub type CudaBackend<F = f32, I = i32> = burn::backend::wgpu::CubeBackend<cubecl::cuda::CudaRuntime, F, I, u8>;
+pub type CudaBackend<F = f32, I = i32> = burn_cubecl::CubeBackend<cubecl::cuda::CudaRuntime, F, I, u8>;
 
 /// Which backend to run on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -175,7 +179,16 @@ impl fmt::Display for AdapterSummary {
 }
 
 /// Looks for the adapter that wgpu's default device would pick (high-performance preference).
+/// Returns `None` when wgpu finds none, or when this build lacks the `wgpu` feature; never
+/// panics.
+#[cfg(not(feature = "wgpu"))]
+pub fn wgpu_adapter() -> Option<AdapterSummary> {
+    None
+}
+
+/// Looks for the adapter that wgpu's default device would pick (high-performance preference).
 /// Returns `None` when wgpu finds none; never panics.
+#[cfg(feature = "wgpu")]
 pub fn wgpu_adapter() -> Option<AdapterSummary> {
     let probe = || {
         // The one graphics API CubeCL's wgpu runtime uses here (Metal on macOS, else Vulkan):
@@ -274,14 +287,23 @@ pub fn select(kind: BackendKind, precision: Precision) -> Result<Selected> {
             supported: "f32",
         });
     }
+    if let Some(feature) = missing_feature(kind) {
+        return Err(Error::BackendUnavailable {
+            backend: kind.to_string(),
+            reason: format!("this build lacks the `{feature}` feature (cargo build --features {feature})"),
+        });
+    }
+    // On the CPU candle's native code is faster than ndarray's, so auto prefers it when it is
+    // compiled in.
+    let cpu = if cfg!(feature = "candle") { BackendKind::Candle } else { BackendKind::Ndarray };
     let (kind, device) = match kind {
-        // wgpu is f32-only, so auto at f64 goes to candle.
-        BackendKind::Auto if precision == Precision::F64 => (BackendKind::Candle, "CPU".to_string()),
+        // wgpu is f32-only, so auto at f64 goes to the CPU.
+        BackendKind::Auto if precision == Precision::F64 => (cpu, "CPU".to_string()),
         // A CPU wgpu adapter (Mesa's lavapipe) emulates a GPU on the CPU, slower than candle's
         // native code: auto takes wgpu only on a hardware adapter.
         BackendKind::Auto => match without_stderr(wgpu_adapter) {
             Some(adapter) if adapter.device_type != "Cpu" => (BackendKind::Wgpu, adapter.to_string()),
-            _ => (BackendKind::Candle, "CPU".to_string()),
+            _ => (cpu, "CPU".to_string()),
         },
         BackendKind::Wgpu => match wgpu_adapter() {
             Some(adapter) => (BackendKind::Wgpu, adapter.to_string()),
@@ -296,19 +318,22 @@ pub fn select(kind: BackendKind, precision: Precision) -> Result<Selected> {
         },
         BackendKind::Candle | BackendKind::Ndarray => (kind, "CPU".to_string()),
         BackendKind::Cuda => {
-            if cfg!(feature = "cuda") {
-                #[cfg(feature = "cuda")]
-                cuda_probe().map_err(|reason| Error::BackendUnavailable { backend: kind.to_string(), reason })?;
-                (kind, "CUDA device 0".to_string())
-            } else {
-                return Err(Error::BackendUnavailable {
-                    backend: BackendKind::Cuda.to_string(),
-                    reason: "this build lacks the `cuda` feature (cargo build --features cuda)".into(),
-                });
-            }
+            #[cfg(feature = "cuda")]
+            cuda_probe().map_err(|reason| Error::BackendUnavailable { backend: kind.to_string(), reason })?;
+            (kind, "CUDA device 0".to_string())
         }
     };
     Ok(Selected { kind, precision, device })
+}
+
+/// The crate feature a named backend needs when this build lacks it.
+fn missing_feature(kind: BackendKind) -> Option<&'static str> {
+    match kind {
+        BackendKind::Wgpu if !cfg!(feature = "wgpu") => Some("wgpu"),
+        BackendKind::Candle if !cfg!(feature = "candle") => Some("candle"),
+        BackendKind::Cuda if !cfg!(feature = "cuda") => Some("cuda"),
+        _ => None,
+    }
 }
 
 /// A backend learned-fft runs on: autodiff, with the butterfly and spectral ops on it and on its
@@ -336,10 +361,13 @@ pub fn dispatch<T: BackendTask>(kind: BackendKind, precision: Precision, task: T
     use burn::backend::Autodiff;
     let selected = select(kind, precision)?;
     match (selected.kind, precision) {
+        #[cfg(feature = "wgpu")]
         (BackendKind::Wgpu, _) => task.run::<Autodiff<WgpuBackend>>(Default::default(), &selected),
+        #[cfg(feature = "candle")]
         (BackendKind::Candle, Precision::F32) => {
             task.run::<Autodiff<CandleBackend<f32>>>(Default::default(), &selected)
         }
+        #[cfg(feature = "candle")]
         (BackendKind::Candle, Precision::F64) => {
             task.run::<Autodiff<CandleBackend<f64>>>(Default::default(), &selected)
         }

@@ -8,8 +8,10 @@
 //! methods: the reference twin, with its gradient from Burn's autodiff. No path lacks a
 //! backward.
 
+#[cfg(feature = "fused")]
 mod autodiff;
 pub mod butterfly;
+#[cfg(feature = "fused")]
 mod cubecl;
 pub mod spectral;
 
@@ -45,14 +47,22 @@ macro_rules! reference_backend {
 }
 
 mod reference_backends {
-    #![allow(deprecated)] // burn-candle 0.21 is marked deprecated; it still works.
-    use burn::backend::candle::{FloatCandleElement, IntCandleElement};
     use burn::backend::ndarray::{FloatNdArrayElement, IntNdArrayElement, NdArrayTensor, QuantElement, SharedArray};
-    use burn::backend::{Candle, NdArray};
+    use burn::backend::NdArray;
 
     use super::{ButterflyOps, SpectralOps};
 
     reference_backend!(impl<E: FloatNdArrayElement, I: IntNdArrayElement, Q: QuantElement> NdArray<E, I, Q>
         where NdArrayTensor: From<SharedArray<E>> + From<SharedArray<I>>);
-    reference_backend!(impl<F: FloatCandleElement, I: IntCandleElement> Candle<F, I>);
+
+    #[cfg(feature = "candle")]
+    #[allow(deprecated)] // burn-candle 0.21 is marked deprecated; it still works.
+    mod candle {
+        use burn::backend::candle::{FloatCandleElement, IntCandleElement};
+        use burn::backend::Candle;
+
+        use super::super::{ButterflyOps, SpectralOps};
+
+        reference_backend!(impl<F: FloatCandleElement, I: IntCandleElement> Candle<F, I>);
+    }
 }

@@ -2,13 +2,17 @@
 //! tensor-op twin (`reference.rs`), the fused CubeCL kernels (`kernel`) and the backend impls
 //! (`cubecl.rs` without autodiff, `autodiff.rs` with the custom `Backward`).
 
+#[cfg(feature = "fused")]
 mod autodiff;
 mod conv;
+#[cfg(feature = "fused")]
 mod cubecl;
+#[cfg(feature = "fused")]
 pub(crate) mod kernel;
 mod permutation;
 pub(crate) mod reference;
 
+#[cfg(feature = "fused")]
 pub use kernel::{fused_passes, MAX_FUSED_N, MAX_SINGLE_PASS_N};
 pub use permutation::Permutation;
 pub use reference::{butterfly_forward_reference, butterfly_tangent_reference, Tangent};

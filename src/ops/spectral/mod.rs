@@ -2,14 +2,16 @@
 //! ops ([`SpectralOps`]) with their value types; the tensor-op twin (`reference.rs`); the fused
 //! CubeCL kernels (`kernel/`); the backend impls (`cubecl.rs`, `autodiff.rs`).
 
+#[cfg(feature = "fused")]
 mod autodiff;
+#[cfg(feature = "fused")]
 mod cubecl;
+#[cfg(feature = "fused")]
 pub(crate) mod kernel;
 pub(crate) mod reference;
 mod tables;
 mod window;
 
-pub use kernel::MAX_FUSED_WIN;
 pub use reference::{distance, loss_from_magnitudes, magnitudes, spectral_loss_composed, stft_magnitudes_reference};
 pub use tables::StftTables;
 pub use window::{frame_count, frame_indices, reflect_indices, Window};
@@ -18,6 +20,10 @@ use burn::tensor::{backend::Backend, Tensor};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
+
+/// Largest window the fused kernels handle (one frame must fit in shared memory, as for the
+/// butterfly: 2 · 4096 · 4 bytes = 32 KiB in f32). Larger windows take the reference path.
+pub const MAX_FUSED_WIN: usize = 4096;
 
 /// How a bin's magnitude is measured.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]

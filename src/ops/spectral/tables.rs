@@ -1,13 +1,10 @@
 //! The constant tables of a short-time transform (basis, window, twiddles).
 
-use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
-use burn::backend::Autodiff;
 use burn::module::Module;
 use burn::tensor::backend::Backend;
 use burn::tensor::Tensor;
-use burn_cubecl::{element::BoolElement, CubeBackend, CubeRuntime, FloatElement, IntElement};
 
-use super::{kernel, Window};
+use super::Window;
 use crate::error::{Error, Result};
 use crate::tensors::float_tensor;
 
@@ -77,24 +74,36 @@ impl<B: Backend> StftTables<B> {
     }
 }
 
-impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> StftTables<CubeBackend<R, F, I, BT>> {
-    /// The window and twiddle tables as the fused kernels take them.
-    pub(crate) fn kernel_tables(&self) -> kernel::Tables<R> {
-        let cube = |t: &Tensor<CubeBackend<R, F, I, BT>, 1>| t.clone().into_primitive().tensor();
-        kernel::Tables::new(cube(&self.window_values), cube(&self.twiddle_re), cube(&self.twiddle_im))
+/// The tables as the fused kernels take them, on the CubeCL backends.
+#[cfg(feature = "fused")]
+mod fused {
+    use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
+    use burn::backend::Autodiff;
+    use burn::tensor::Tensor;
+    use burn_cubecl::{element::BoolElement, CubeBackend, CubeRuntime, FloatElement, IntElement};
+
+    use super::super::kernel;
+    use super::StftTables;
+
+    impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> StftTables<CubeBackend<R, F, I, BT>> {
+        /// The window and twiddle tables as the fused kernels take them.
+        pub(crate) fn kernel_tables(&self) -> kernel::Tables<R> {
+            let cube = |t: &Tensor<CubeBackend<R, F, I, BT>, 1>| t.clone().into_primitive().tensor();
+            kernel::Tables::new(cube(&self.window_values), cube(&self.twiddle_re), cube(&self.twiddle_im))
+        }
     }
-}
 
-/// Burn's autodiff over a CubeCL backend.
-type AutodiffCube<R, F, I, BT, C> = Autodiff<CubeBackend<R, F, I, BT>, C>;
+    /// Burn's autodiff over a CubeCL backend.
+    type AutodiffCube<R, F, I, BT, C> = Autodiff<CubeBackend<R, F, I, BT>, C>;
 
-impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement, C: CheckpointStrategy>
-    StftTables<AutodiffCube<R, F, I, BT, C>>
-{
-    /// The window and twiddle tables as the fused kernels take them (constants: taken from the
-    /// inner backend, no graph).
-    pub(crate) fn kernel_tables(&self) -> kernel::Tables<R> {
-        let cube = |t: &Tensor<AutodiffCube<R, F, I, BT, C>, 1>| t.clone().inner().into_primitive().tensor();
-        kernel::Tables::new(cube(&self.window_values), cube(&self.twiddle_re), cube(&self.twiddle_im))
+    impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement, C: CheckpointStrategy>
+        StftTables<AutodiffCube<R, F, I, BT, C>>
+    {
+        /// The window and twiddle tables as the fused kernels take them (constants: taken from the
+        /// inner backend, no graph).
+        pub(crate) fn kernel_tables(&self) -> kernel::Tables<R> {
+            let cube = |t: &Tensor<AutodiffCube<R, F, I, BT, C>, 1>| t.clone().inner().into_primitive().tensor();
+            kernel::Tables::new(cube(&self.window_values), cube(&self.twiddle_re), cube(&self.twiddle_im))
+        }
     }
 }

@@ -41,11 +41,8 @@ use std::sync::OnceLock;
 use crate::ops::butterfly::kernel::radix::{deposit_thread, swizzled, RadixConfig, MAX_LOG_ELEMS};
 use crate::ops::butterfly::kernel::{env_override, reverse_bits, Order};
 use crate::ops::cubecl::floor_pow2;
-use crate::ops::spectral::{Distance, Magnitude};
+use crate::ops::spectral::{Distance, Magnitude, MAX_FUSED_WIN};
 
-/// Largest window the fused kernels handle (one frame must fit in shared memory, as for the
-/// butterfly: 2 · 4096 · 4 bytes = 32 KiB in f32). Larger windows take the reference path.
-pub const MAX_FUSED_WIN: usize = 4096;
 
 /// The constant tables as the kernels take them: the window `[W]` and the twiddles
 /// `e^{−2πi j/W}`, `[W/2]` each (re, im), contiguous.
