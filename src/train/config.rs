@@ -74,7 +74,7 @@ macro_rules! train_config {
 }
 
 /// One [`TrainConfig`] field as a front end that sets fields from text sees it (the command
-/// line's `train` takes a flag `--<name with dashes>` for each).
+/// line's `train` derives its flag `--<name with dashes>` from it).
 #[derive(Clone, Copy, Debug)]
 pub struct ConfigField {
     /// The field's name, as in the saved JSON.
@@ -222,9 +222,8 @@ train_config! {
         /// Measure the layer on this many random probe vectors instead of the N×N identity basis
         /// (unset: the identity basis up to N = 4096, 256 probes above).
         ///
-        /// See [`crate::train::objective`]: the identity basis up to
-        /// [`DENSE_MAX_N`](crate::train::objective::DENSE_MAX_N),
-        /// [`PROBES`](crate::train::objective::PROBES) probes above it.
+        /// The figures are the objective's [`DENSE_MAX_N`](crate::train::objective::DENSE_MAX_N)
+        /// and [`PROBES`](crate::train::objective::PROBES) ([`crate::train::objective`]).
         #[config(default = "None")]
         pub probes: Option<usize>,
         /// Above this N a run of the DFT, iDFT, Hadamard transform or circulant starts from the
