@@ -27,7 +27,7 @@ use burn::tensor::{backend::Backend, Tensor};
 /// | `CubeBackend` (wgpu, CUDA) | the fused CubeCL forward kernel | — |
 /// | `Autodiff<CubeBackend>` | the fused forward kernel | the fused backward kernel, through a custom `Backward` |
 ///
-/// Where the fused kernel cannot run (N above [`MAX_FUSED_N`], or a device with too little
+/// Where the fused kernel cannot run (N above `MAX_FUSED_N`, 2^16, or a device with too little
 /// shared memory) the CubeCL backends take the reference path, whose gradient is again Burn's
 /// autodiff: no path ever lacks a backward.
 pub trait ButterflyOps: Backend {
