@@ -13,7 +13,7 @@
 //! | backend | feature | f32 | f64 | device |
 //! |---|---|---|---|---|
 //! | ndarray | always | yes | yes | CPU |
-//! | wgpu | `wgpu` | yes | refused (CubeCL's wgpu f64 returns wrong values) | default adapter (Vulkan, Metal, DX12) |
+//! | wgpu | `wgpu` | yes | refused (CubeCL's wgpu f64 returns wrong values) | default adapter (Vulkan; Metal on macOS) |
 //! | candle | `candle` | yes | yes | CPU |
 //! | cuda | `cuda` | yes | yes | GPU 0 |
 
@@ -49,7 +49,7 @@ pub type CudaBackend<F = f32, I = i32> = burn_cubecl::CubeBackend<cubecl::cuda::
 pub enum BackendKind {
     /// wgpu when a GPU adapter exists, else candle.
     Auto,
-    /// wgpu (Vulkan, Metal, DX12; Mesa's lavapipe on a machine without a GPU).
+    /// wgpu (Vulkan; Metal on macOS; Mesa's lavapipe on a machine without a GPU).
     Wgpu,
     /// candle on the CPU.
     Candle,

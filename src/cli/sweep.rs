@@ -1,4 +1,4 @@
-//! The training sweep behind the README's results table and the shipped checkpoints:
+//! The training sweep behind the training results in docs/benchmarks.md and the shipped checkpoints:
 //! targets × N = 8…1024 × several seeds, one precision per call (`learned-fft bench train`).
 
 use std::path::{Path, PathBuf};

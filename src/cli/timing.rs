@@ -187,8 +187,9 @@ impl BackendTask for ButterflyBench {
             let x_im = Tensor::<B, 2>::from_inner(xi.clone()).require_grad();
             let (yr, _) = layer.forward(x_re, x_im)?;
             // `sum(re y)`, the anchor's loss, summed per row first: Burn's one-kernel `sum` of the
-            // whole batch adds every cube's part to one float atomically, which serialises (CUDA,
-            // H200: 0.73 ms of a 2.8 ms step at N = 1024, batch 16384), and is not what is timed.
+            // whole batch adds every cube's part to one float atomically, which serialises (a
+            // quarter of the step on CUDA, docs/benchmarks.md#backward-changes-h200), and is not
+            // what is timed.
             drop(yr.sum_dim(1).sum().backward());
             Ok(())
         };

@@ -14,8 +14,8 @@
 //! `y[n] = Σ_k h[k] · x[n − k]` with `x` zero outside `0…L−1` (causal: output `n = 0…L−1`), or all
 //! `L + K − 1` outputs ([`ConvOutput::Full`]), or indices mod L ([`ConvOutput::Circular`]).
 //!
-//! The op is [`ButterflyOps::butterfly_conv`]: on wgpu and CUDA without autodiff (inference) two
-//! fused launches, elsewhere (and under autodiff, where the gradient is recorded) the tensor-op
+//! The op is [`ButterflyOps::butterfly_conv`]: on wgpu and CUDA without autodiff (inference) three
+//! fused launches (the twiddles relaid, the taps transformed, every channel convolved), elsewhere (and under autodiff, where the gradient is recorded) the tensor-op
 //! reference ([`crate::ops::butterfly::fft_conv_reference`]).
 //!
 //! Where the FFT comes from is [`FftSource`]: the exact FFT or a shipped checkpoint, both frozen

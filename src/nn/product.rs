@@ -428,7 +428,7 @@ impl ModelChoice {
         }
     }
 
-    /// The name as the README's tables and the manifest give it: `"B"`, `"BP"`, `"BPBP"`.
+    /// The name as the benchmark data and the checkpoint manifest give it: `"B"`, `"BP"`, `"BPBP"`.
     pub fn name(self) -> &'static str {
         match self {
             ModelChoice::B => "B",

@@ -112,7 +112,7 @@ pub fn factor_count(target: &Target) -> usize {
     }
 }
 
-/// The name of `target`'s model class, as the README's table and the checkpoint manifest give
+/// The name of `target`'s model class, as the benchmark data and the checkpoint manifest give
 /// it: `"BP"` (one permutation–butterfly factor), `"BPBP"` (two), or `"BP+M"` (one, then the
 /// pairing `M`: one learned stage between fixed permutations, see [`learned_stages`]).
 pub fn model_name(target: &Target) -> &'static str {

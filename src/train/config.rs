@@ -313,7 +313,7 @@ train_config! {
 
 /// Above this size the one-butterfly targets grow from N/2 by default: Adam from random weights
 /// sits on a plateau for thousands of steps above N = 4096 (the DFT at N = 8192 and 16384 did
-/// not leave it in 3000 steps; at 4096 it reaches the f32 bar in 9.4 s on an H100).
+/// not leave it in 3000 steps, while 4096 reaches the f32 bar; docs/benchmarks.md#training-dft).
 pub const GROW_ONE_FACTOR_ABOVE: usize = 4096;
 
 /// Above this size the circulant (two butterflies) grows from N/2 by default, so every run but

@@ -11,7 +11,7 @@
 //! Metadata: `n`, `target`, `precision`, `step`, `format` (`learned-fft-butterfly-v1`). Entry
 //! `[s, k, a, b]` is row a, column b of block k of factor s, which acts on indices
 //! `i0 = 2^{s+1}·⌊k / 2^s⌋ + (k mod 2^s)` and `i1 = i0 + 2^s`; the layer computes
-//! `y = B_{L−1} ⋯ B_0 (x permuted)`. The README shows the numpy code that rebuilds the matrix.
+//! `y = B_{L−1} ⋯ B_0 (x permuted)`. docs/guide/training.md (Export) shows the numpy code that rebuilds the matrix.
 //!
 //! A product of K > 1 factors ([`crate::nn::ButterflyProduct`]) is written in the format
 //! `learned-fft-butterfly-product-v1`: the same tensors with a leading factor axis,

@@ -43,7 +43,6 @@ use crate::ops::butterfly::kernel::{env_override, reverse_bits, Order};
 use crate::ops::cubecl::floor_pow2;
 use crate::ops::spectral::{Distance, Magnitude, MAX_FUSED_WIN};
 
-
 /// The constant tables as the kernels take them: the window `[W]` and the twiddles
 /// `e^{−2πi j/W}`, `[W/2]` each (re, im), contiguous.
 #[derive(Clone, Debug)]
