@@ -1,4 +1,4 @@
-//! Same-run anchors: the JSON lines that `shared/bench/cufft_anchor.py` printed in the same run
+//! Same-run anchors: the JSON lines that `scripts/anchor.py` printed in the same run
 //! (cuFFT, the unfused PyTorch butterfly, the torch.stft loss), read back so that a benchmark
 //! reports its ratios to them beside its own timings (`bench butterfly|spectral --anchor FILE`).
 
@@ -18,7 +18,7 @@ fn find(op: &'static str, path: &Path, keys: &[(&str, usize)]) -> Result<Map<Str
     for line in text.lines().filter(|l| !l.trim().is_empty()) {
         lines += 1;
         let value: Value = serde_json::from_str(line)
-            .map_err(|e| Error::invalid(op, "an anchor file of JSON lines (cufft_anchor.py's output)", e))?;
+            .map_err(|e| Error::invalid(op, "an anchor file of JSON lines (scripts/anchor.py's output)", e))?;
         let Value::Object(fields) = value else {
             return Err(Error::invalid(op, "JSON objects, one per line", line));
         };

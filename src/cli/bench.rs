@@ -101,7 +101,7 @@ pub enum BenchCommand {
         /// Skip the reference path (it can be slow on a CPU).
         #[arg(long)]
         no_reference: bool,
-        /// The same run's torch.stft anchor (`cufft_anchor.py --stft` output, JSON lines): adds
+        /// The same run's torch.stft anchor (`scripts/anchor.py --stft` output, JSON lines): adds
         /// the speed-ups over it for the same window, hop, signals and samples.
         #[arg(long)]
         anchor: Option<PathBuf>,
@@ -124,7 +124,7 @@ pub enum BenchCommand {
         /// learned permutation ends as).
         #[arg(long, value_enum, default_value_t = BenchPermutation::BitReversal)]
         permutation: BenchPermutation,
-        /// The same run's cuFFT and PyTorch anchor (`cufft_anchor.py` output, JSON lines): adds
+        /// The same run's cuFFT and PyTorch anchor (`scripts/anchor.py` output, JSON lines): adds
         /// the ratios to it for the same n and batch.
         #[arg(long)]
         anchor: Option<PathBuf>,

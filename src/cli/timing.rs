@@ -215,7 +215,7 @@ impl BackendTask for ButterflyBench {
 }
 
 /// `learned-fft bench spectral`: the spectral loss (Hann, linear magnitude, L2, mean: the loss of
-/// the torch STFT anchor in `shared/bench/cufft_anchor.py --stft`) between random
+/// the torch STFT anchor in `scripts/anchor.py --stft`) between random
 /// signals: forward, and forward + backward (the gradient of `pred`, as in training), on the
 /// configured fastest path and on the reference path of the same backend.
 #[derive(Clone, Debug)]
