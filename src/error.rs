@@ -108,9 +108,6 @@ pub enum Error {
         /// What failed.
         reason: String,
     },
-    /// Writing TensorBoard events failed.
-    #[error("tensorboard: {0}")]
-    TensorBoard(String),
 }
 
 /// Result alias used throughout the crate.

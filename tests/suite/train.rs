@@ -360,19 +360,86 @@ fn idft_from_random_init_reaches_the_f32_bar() {
     assert_bar(&r, Precision::F32);
 }
 
-/// Reads every (tag, step, value) scalar of a TensorBoard event file (TFRecord framing: u64
-/// length, u32 CRC of the length, the Event protobuf, u32 CRC of the data).
+/// Reads a protobuf varint at `at`, advancing it.
+fn varint(b: &[u8], at: &mut usize) -> u64 {
+    let mut v = 0u64;
+    for shift in (0..64).step_by(7) {
+        let byte = b[*at];
+        *at += 1;
+        v |= u64::from(byte & 0x7f) << shift;
+        if byte & 0x80 == 0 {
+            break;
+        }
+    }
+    v
+}
+
+/// The fields of one protobuf message as (field number, wire type, raw bytes), decoded by hand
+/// from the wire format, so the check does not share the writer's message declarations.
+fn fields(b: &[u8]) -> Vec<(u64, u64, &[u8])> {
+    let mut at = 0;
+    let mut out = Vec::new();
+    while at < b.len() {
+        let key = varint(b, &mut at);
+        let start = at;
+        let (field, wire) = (key >> 3, key & 7);
+        let end = match wire {
+            0 => {
+                varint(b, &mut at);
+                at
+            }
+            1 => at + 8,
+            2 => {
+                let len = varint(b, &mut at) as usize;
+                at + len
+            }
+            5 => at + 4,
+            other => panic!("wire type {other} in an event file"),
+        };
+        let data = if wire == 2 { &b[at..end] } else { &b[start..end] };
+        out.push((field, wire, data));
+        at = end;
+    }
+    out
+}
+
+/// TFRecord's checksum: CRC-32C (Castagnoli, reflected polynomial 0x82f63b78, bit by bit),
+/// rotated right by 15 bits, plus 0xa282ead8.
+fn masked_crc32c(data: &[u8]) -> u32 {
+    let mut c = !0u32;
+    for &byte in data {
+        c ^= u32::from(byte);
+        for _ in 0..8 {
+            c = if c & 1 == 1 { (c >> 1) ^ 0x82f6_3b78 } else { c >> 1 };
+        }
+    }
+    (!c).rotate_right(15).wrapping_add(0xa282_ead8)
+}
+
+/// Reads every (tag, step, value) scalar of a TensorBoard event file, checking its TFRecord
+/// framing (u64 length, masked CRC-32C of the length, the Event protobuf, masked CRC-32C of the
+/// data) and the field numbers of TensorFlow's `event.proto` (step 2, summary 5) and
+/// `summary.proto` (value 1; tag 1, simple_value 2).
 fn read_scalars(path: &Path) -> Vec<(String, i64, f32)> {
-    use protobuf::Message;
     let bytes = std::fs::read(path).expect("event file");
+    let crc_at = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap());
     let mut out = Vec::new();
     let mut at = 0;
     while at + 12 <= bytes.len() {
         let len = u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap()) as usize;
+        assert_eq!(crc_at(at + 8), masked_crc32c(&bytes[at..at + 8]), "the length's checksum");
         let data = &bytes[at + 12..at + 12 + len];
-        let event = tensorboard_proto::event::Event::parse_from_bytes(data).expect("an Event record");
-        for v in event.get_summary().get_value() {
-            out.push((v.get_tag().to_string(), event.get_step(), v.get_simple_value()));
+        assert_eq!(crc_at(at + 12 + len), masked_crc32c(data), "the record's checksum");
+        let event = fields(data);
+        let step = event.iter().find(|f| f.0 == 2).map_or(0, |f| varint(f.2, &mut 0) as i64);
+        for (_, _, summary) in event.iter().filter(|f| f.0 == 5 && f.1 == 2) {
+            for (_, _, value) in fields(summary).into_iter().filter(|f| f.0 == 1) {
+                let v = fields(value);
+                let tag = v.iter().find(|f| f.0 == 1).map(|f| String::from_utf8(f.2.to_vec()).unwrap());
+                let simple =
+                    v.iter().find(|f| f.0 == 2 && f.1 == 5).map(|f| f32::from_le_bytes(f.2.try_into().unwrap()));
+                out.push((tag.expect("a tag"), step, simple.expect("a simple_value")));
+            }
         }
         at += 12 + len + 4;
     }
