@@ -24,7 +24,7 @@ pub use nn::{
 };
 pub use ops::spectral::{Distance, Magnitude, Window};
 pub use ops::{ButterflyOps, KernelChoice, Permutation, SpectralOps};
-pub use reference::{ComplexMatrix, FftNorm, Target, TargetKind};
+pub use reference::{ComplexMatrix, FftNorm, MatrixTarget, Target, TargetKind};
 pub use tensors::{float_tensor, to_f64_vec};
 pub use train::{TrainConfig, TrainReport, Trainer};
 

@@ -68,9 +68,11 @@ fn main() {
             }
         }
         Err(err) => {
+            // A command that could not run (bad input, a file, a stop asked for) exits 2, as
+            // clap's own usage errors do; 1 is kept for a run that ended under no bar.
             eprintln!("error: {err}");
             println!("{}", json!({ "error": err.to_string() }));
-            std::process::exit(1);
+            std::process::exit(2);
         }
     }
 }

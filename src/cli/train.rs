@@ -6,24 +6,32 @@ use clap::builder::PossibleValuesParser;
 use clap::{Arg, ArgAction, ArgMatches, Args};
 use learned_fft::backend::Precision;
 use learned_fft::nn::ModelChoice;
+use learned_fft::reference::MatrixTarget;
 use learned_fft::train::config::{ConfigField, FieldKind};
-use learned_fft::{TargetKind, TrainConfig, TrainReport, Trainer};
+use learned_fft::{Target, TargetKind, TrainConfig, TrainReport, Trainer};
 use serde_json::{json, Value};
 
 use super::progress::ProgressLine;
 use super::{one_of, stop_on_signals, Global, JsonLines};
 
+/// The size a run takes when neither `--n` nor a target file gives one.
+const DEFAULT_N: usize = 64;
+
 #[derive(Args)]
 pub struct TrainArgs {
-    /// Transform size N (a power of two).
-    #[arg(long, default_value_t = 64)]
-    n: usize,
+    /// Transform size N (a power of two) [default: 64, or the size of --target-file's matrix].
+    #[arg(long)]
+    n: Option<usize>,
     /// Target transform.
     #[arg(long, default_value = "dft", value_parser = one_of(&TargetKind::VARIANTS, TargetKind::as_str))]
     target: TargetKind,
     /// Kernel of the circulant target, comma-separated (length N).
     #[arg(long, value_delimiter = ',', allow_hyphen_values = true)]
     kernel: Vec<f64>,
+    /// Your own target: an N×N matrix saved by numpy.save (float32, float64, complex64 or
+    /// complex128; N a power of two), instead of --target.
+    #[arg(long, value_name = "M.npy", conflicts_with_all = ["target", "kernel"])]
+    target_file: Option<std::path::PathBuf>,
     #[command(flatten)]
     config: ConfigFlags,
     /// Complex butterflies (the default).
@@ -42,8 +50,16 @@ pub struct TrainArgs {
 
 impl TrainArgs {
     fn config(&self) -> learned_fft::Result<TrainConfig> {
-        let target = self.target.target(self.kernel.clone())?;
-        let mut c = TrainConfig::new(self.n).with_target(target);
+        let target = match &self.target_file {
+            Some(path) => Target::Matrix(MatrixTarget::read_npy(path)?),
+            None => self.target.target(self.kernel.clone())?,
+        };
+        let n = match (&target, self.n) {
+            (_, Some(n)) => n,
+            (Target::Matrix(m), None) => m.n(),
+            (_, None) => DEFAULT_N,
+        };
+        let mut c = TrainConfig::new(n).with_target(target);
         for (name, text) in &self.config.given {
             c.set_field(name, text)?;
         }
@@ -87,12 +103,13 @@ pub fn run(args: TrainArgs, global: &Global) -> learned_fft::Result<Value> {
 /// Why a run did not reach its bar, for its error message.
 fn missed_bar(report: &TrainReport, model: Option<ModelChoice>, real: bool) -> String {
     let (target, precision) = (report.target.kind(), report.backend.precision);
-    let chosen = model.map(|m| {
-        format!(
+    let chosen = model.map(|m| match &report.target {
+        Target::Matrix(_) => format!(" (model {} from --model)", m.name()),
+        _ => format!(
             " (model {} from --model; the target's own class, {}, represents it exactly)",
             m.name(),
             learned_fft::reference::factorizations::model_name(&report.target)
-        )
+        ),
     });
     let why = match report.bar {
         Some(bar) => format!(
@@ -103,6 +120,11 @@ fn missed_bar(report: &TrainReport, model: Option<ModelChoice>, real: bool) -> S
                 Precision::F64 => "f64: 1e-14".to_string(),
                 Precision::F32 => "f32: the floor, its exact factorization's rmse in f32 on this backend".to_string(),
             }
+        ),
+        None if target == TargetKind::Matrix => format!(
+            "train: the matrix at N = {}: rmse {:.3e}; a matrix of your own has no {precision} bar yet (the bar in f64 \
+             is 1e-14: train with --precision f64 to see whether the model class recovers it)",
+            report.n, report.rmse
         ),
         None => format!(
             "train: {target} at N = {}: rmse {:.3e}; no exact factorization of {target} in this model class is known, so \

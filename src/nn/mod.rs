@@ -15,7 +15,7 @@ pub use conv::{ConvOutput, FftConv1d, FftConv1dConfig, FftSource};
 pub use permutation::{RelaxedPermutation, RelaxedPermutationConfig};
 pub use product::{
     exact_product, model_class, model_class_for, model_class_of_size, product_forward, product_tangent,
-    ButterflyProduct, ButterflyProductConfig, LinearTransform, ModelChoice, ModelClass,
+    ButterflyProduct, ButterflyProductConfig, LinearTransform, ModelChoice, ModelClass, PermutationSource,
 };
 pub use psd::{top_k_peaks, welch_psd, welch_psd_with};
 pub use spectral::{MultiResolutionSpectralLoss, MultiResolutionSpectralLossConfig, SpectralLoss, SpectralLossConfig};

@@ -317,12 +317,27 @@ pub fn product_tangent<B: ButterflyOps>(
     })
 }
 
+/// How a factor's input permutation was obtained: what a training report says was given.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PermutationSource {
+    /// Found from the target's matrix ([`crate::reference::identify`]).
+    Identified,
+    /// Taken from the target's exact factorization (a per-target table: knowledge of the answer).
+    Table,
+    /// The identity, as the class sets it: the class B, a later factor of BPBP, or a user's
+    /// matrix that no permutation makes a butterfly.
+    Identity,
+}
+
 /// The model class that represents a target exactly ([`model_class`]): a product of
 /// (permutation, butterfly) factors of which some stages may be fixed permutations.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ModelClass {
     /// Each factor's input permutation, the first applied first.
     pub permutations: Vec<Permutation>,
+    /// How each of them was obtained.
+    pub sources: Vec<PermutationSource>,
     /// Whether each stage of the stacked factors is learned (factor-major, `K · log2 N`).
     pub learned: Vec<bool>,
     /// The stacked twiddles `(re, im)` (`[K · log2 N, N/2, 2, 2]` row-major, f64) whose stages
@@ -334,6 +349,13 @@ pub struct ModelClass {
 }
 
 impl ModelClass {
+    /// The number of stages learned and the number fixed to a known factorization's values,
+    /// over all factors.
+    pub fn stage_counts(&self) -> (usize, usize) {
+        let learned = self.learned.iter().filter(|&&l| l).count();
+        (learned, self.learned.len() - learned)
+    }
+
     /// 1 for every twiddle entry of a learned stage, 0 elsewhere, as the stacked twiddles.
     pub fn stage_mask(&self, n: usize) -> Vec<f64> {
         let per_stage = 2 * n;
@@ -476,19 +498,23 @@ pub fn model_class_for(
     let log_n = check_power_of_two("model", n)?;
     let exact_perms = permutations(target, n)?;
     let first = match dense {
-        Some(dense) => model_class_with(target, n, Some(dense))?.permutations.remove(0),
-        None => Permutation::gather(exact_perms[0].clone())?,
-    };
-    let permutations = match choice {
-        ModelChoice::B => vec![Permutation::Identity],
-        ModelChoice::Bp => vec![first],
-        ModelChoice::Bpbp if exact_perms.len() == 2 => {
-            exact_perms.into_iter().map(Permutation::gather).collect::<Result<_>>()?
+        Some(dense) => {
+            let own = model_class_with(target, n, Some(dense))?;
+            (own.permutations[0].clone(), own.sources[0])
         }
-        ModelChoice::Bpbp => vec![first, Permutation::Identity],
+        None => (Permutation::gather(exact_perms[0].clone())?, PermutationSource::Table),
+    };
+    let (permutations, sources) = match choice {
+        ModelChoice::B => (vec![Permutation::Identity], vec![PermutationSource::Identity]),
+        ModelChoice::Bp => (vec![first.0], vec![first.1]),
+        ModelChoice::Bpbp if exact_perms.len() == 2 => (
+            exact_perms.into_iter().map(Permutation::gather).collect::<Result<_>>()?,
+            vec![PermutationSource::Table; 2],
+        ),
+        ModelChoice::Bpbp => (vec![first.0, Permutation::Identity], vec![first.1, PermutationSource::Identity]),
     };
     let learned = vec![true; permutations.len() * log_n];
-    Ok(ModelClass { permutations, learned, fixed: None, real: false })
+    Ok(ModelClass { permutations, sources, learned, fixed: None, real: false })
 }
 
 /// The model class that represents `target` exactly, at the size of `dense`, the target's
@@ -531,7 +557,8 @@ fn model_class_with(target: &Target, n: usize, dense: Option<&ComplexMatrix>) ->
             (re, im)
         }),
     };
-    let Some(dense) = dense else { return Ok(ModelClass { permutations, learned, fixed, real: false }) };
+    let mut sources = vec![PermutationSource::Table; permutations.len()];
+    let Some(dense) = dense else { return Ok(ModelClass { permutations, sources, learned, fixed, real: false }) };
     let unfound = || {
         Error::invalid(
             "model",
@@ -540,8 +567,20 @@ fn model_class_with(target: &Target, n: usize, dense: Option<&ComplexMatrix>) ->
         )
     };
     if permutations.len() == 1 {
-        let perm = butterfly_permutation(dense, F64_TOLERANCE)?.ok_or_else(unfound)?;
-        return Ok(ModelClass { permutations: vec![Permutation::gather(perm)?], learned, fixed, real: false });
+        let (perm, source) = match target {
+            // A user's matrix need not be a butterfly after any permutation: where none is
+            // found its model keeps the identity, trains like any other, and misses the bar.
+            Target::Matrix(m) => match butterfly_permutation(dense, m.tolerance())? {
+                Some(perm) => (Permutation::gather(perm)?, PermutationSource::Identified),
+                None => (Permutation::Identity, PermutationSource::Identity),
+            },
+            _ => {
+                let perm = butterfly_permutation(dense, F64_TOLERANCE)?.ok_or_else(unfound)?;
+                (Permutation::gather(perm)?, PermutationSource::Identified)
+            }
+        };
+        let (permutations, sources) = (vec![perm], vec![source]);
+        return Ok(ModelClass { permutations, sources, learned, fixed, real: false });
     }
     // A product whose later factors are fixed up to values (the pairing M: one learned stage
     // between fixed permutations) gets its first permutation from the matrix too, given only
@@ -557,8 +596,9 @@ fn model_class_with(target: &Target, n: usize, dense: Option<&ComplexMatrix>) ->
         )?;
         let perm = factor_permutation(dense, &outer, F64_TOLERANCE)?.ok_or_else(unfound)?;
         permutations[0] = Permutation::gather(perm)?;
+        sources[0] = PermutationSource::Identified;
     }
-    Ok(ModelClass { permutations, learned, fixed, real: false })
+    Ok(ModelClass { permutations, sources, learned, fixed, real: false })
 }
 
 /// The matrix of a class's later factors with every learned stage's blocks set to generic

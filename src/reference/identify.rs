@@ -50,6 +50,11 @@ use crate::error::{check_power_of_two, Error, Result};
 /// angle is below it. f64 targets are exact to ~1e-15; a wrong grouping is off by O(1).
 pub const F64_TOLERANCE: f64 = 1e-9;
 
+/// The same for matrices given in single precision (a user's float32 file): their entries are
+/// exact to ~6e-8 relative, and the rank tests' sums add a few ulps of f64 on top; a wrong
+/// grouping is still off by O(1), so 1e-4 keeps three orders of margin on both sides.
+pub const F32_TOLERANCE: f64 = 1e-4;
+
 /// Gather indices `perm` (`x ← x[perm]`) such that `t` is a butterfly after `perm`
 /// (`t = B · P`, `(P x)[i] = x[perm[i]]`), or `None` when no permutation makes it one (within
 /// `tol`, relative; see [`F64_TOLERANCE`]). See the module docs for the method.

@@ -14,6 +14,7 @@
 //! - [`growth`]: a circulant layer of N/2 grown to N by the targets' eigenstructure, the start
 //!   a grown circulant run polishes from.
 //! - [`matrix`]: the small dense complex matrix type these share.
+//! - [`user`]: a target a user brings as its matrix, in memory or from a `.npy` file.
 
 pub mod butterfly;
 pub mod dft;
@@ -22,7 +23,9 @@ pub mod growth;
 pub mod identify;
 pub mod matrix;
 pub mod targets;
+pub mod user;
 
 pub use dft::FftNorm;
 pub use matrix::ComplexMatrix;
 pub use targets::{Target, TargetKind};
+pub use user::MatrixTarget;

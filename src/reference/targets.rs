@@ -12,6 +12,7 @@
 //! | Hadamard | (−1)^{popcount(j & k)} / √N (Sylvester order) |
 //! | Hartley | (cos(2π jk/N) + sin(2π jk/N)) / √N |
 //! | circulant | h[(k − j) mod N] (the matrix of circular convolution with h, unscaled) |
+//! | matrix | a user's own N×N matrix, as given ([`MatrixTarget`]; one size N) |
 
 use num_complex::Complex64;
 use rustdct::DctPlanner;
@@ -19,6 +20,7 @@ use serde::{Deserialize, Serialize};
 
 use super::dft::{fft_chunks, FftNorm};
 use super::matrix::ComplexMatrix;
+use super::user::MatrixTarget;
 use crate::error::{check_power_of_two, Error, Result};
 
 /// A linear transform the butterfly can be trained to reproduce.
@@ -56,6 +58,8 @@ pub enum Target {
         /// The kernel h; `(h ⊛ x)[k] = Σ_j h[(k − j) mod N] x[j]`.
         kernel: Vec<f64>,
     },
+    /// A user's own matrix, in memory or from a `.npy` file, of one size.
+    Matrix(MatrixTarget),
 }
 
 /// Which [`Target`], without its data: what `--target` names. Displays as its lowercase name
@@ -77,6 +81,8 @@ pub enum TargetKind {
     Hartley,
     /// Circular convolution with `--kernel` (two butterflies).
     Circulant,
+    /// A user's matrix (`--target-file`); not named by `--target`.
+    Matrix,
 }
 
 impl std::fmt::Display for TargetKind {
@@ -97,7 +103,8 @@ impl std::str::FromStr for TargetKind {
 }
 
 impl TargetKind {
-    /// Every kind, in the order the CLI lists them.
+    /// Every built-in kind, in the order the CLI lists them (what `--target` names; a user's
+    /// matrix comes with `--target-file`).
     pub const VARIANTS: [TargetKind; 7] = [
         TargetKind::Dft,
         TargetKind::Idft,
@@ -119,13 +126,16 @@ impl TargetKind {
             TargetKind::Hadamard => "hadamard",
             TargetKind::Hartley => "hartley",
             TargetKind::Circulant => "circulant",
+            TargetKind::Matrix => "matrix",
         }
     }
 
-    /// The target of this kind; `kernel` is the circulant's and must be empty for the others.
+    /// The built-in target of this kind; `kernel` is the circulant's and must be empty for the
+    /// others.
     ///
     /// # Errors
-    /// [`Error::InvalidInput`] when a kernel is given to a target that takes none.
+    /// [`Error::InvalidInput`] when a kernel is given to a target that takes none, or the kind
+    /// is [`TargetKind::Matrix`] (whose target is its matrix: [`MatrixTarget`]).
     pub fn target(self, kernel: Vec<f64>) -> Result<Target> {
         if !kernel.is_empty() && self != TargetKind::Circulant {
             return Err(Error::invalid("target", "a kernel only for the circulant target", self));
@@ -138,6 +148,9 @@ impl TargetKind {
             TargetKind::Hadamard => Target::Hadamard,
             TargetKind::Hartley => Target::Hartley,
             TargetKind::Circulant => Target::Circulant { kernel },
+            TargetKind::Matrix => {
+                return Err(Error::invalid("target", "a built-in target (a matrix comes as a MatrixTarget)", self))
+            }
         })
     }
 }
@@ -153,6 +166,7 @@ impl Target {
             Target::Hadamard => TargetKind::Hadamard,
             Target::Hartley => TargetKind::Hartley,
             Target::Circulant { .. } => TargetKind::Circulant,
+            Target::Matrix(_) => TargetKind::Matrix,
         }
     }
 
@@ -164,9 +178,17 @@ impl Target {
     /// kernel's at 16, and the runs there needed many more attempts.
     ///
     /// # Errors
-    /// [`Error::InvalidInput`] when a circulant's kernel has odd length or fewer than 2 entries.
+    /// [`Error::InvalidInput`] when a circulant's kernel has odd length or fewer than 2 entries,
+    /// or for a user's matrix (of one size: it has no member of half the size).
     pub fn halved(&self) -> Result<Target> {
         Ok(match self {
+            Target::Matrix(m) => {
+                return Err(Error::invalid(
+                    "target.halved",
+                    "a target with a member of half the size",
+                    format!("a matrix of one size (N = {})", m.n()),
+                ))
+            }
             Target::Circulant { kernel } => {
                 let half = kernel.len() / 2;
                 if half == 0 || kernel.len() % 2 != 0 {
@@ -185,10 +207,15 @@ impl Target {
     /// The dense N×N matrix of this target. N must be a power of two ≥ 2 (the butterfly's sizes).
     ///
     /// # Errors
-    /// [`Error::InvalidInput`] when `n` is not a power of two ≥ 2 or a circulant's kernel is not
-    /// of length `n`; [`Error::OutOfMemory`] when the matrix does not fit.
+    /// [`Error::InvalidInput`] when `n` is not a power of two ≥ 2, a circulant's kernel is not
+    /// of length `n` or a user's matrix not of size `n`; [`Error::OutOfMemory`] when the matrix
+    /// does not fit; those of [`MatrixTarget::matrix`].
     pub fn matrix(&self, n: usize) -> Result<ComplexMatrix> {
         check_power_of_two("target.matrix", n)?;
+        if let Target::Matrix(m) = self {
+            check_size(m, n)?;
+            return Ok((*m.matrix()?).clone());
+        }
         // The complex f64 matrix, and as much again while it is built (the basis transformed).
         let needed = crate::memory::product(&[n, n, 32]);
         crate::memory::ensure("target.matrix", || format!("the dense N×N {} target at N = {n}", self.kind()), needed)?;
@@ -203,9 +230,12 @@ impl Target {
     /// length-`n` vector of `x` in place, in f64 by its fast algorithm: O(N log N) per vector, no
     /// N×N matrix. This is the truth the probe objective of large sizes is measured against.
     ///
+    /// A user's matrix is applied as it is, O(N²) per vector.
+    ///
     /// # Errors
     /// [`Error::InvalidInput`] when `n` is not a power of two ≥ 2, `x` is not a non-zero multiple
-    /// of `n` values, or a circulant's kernel is not of length `n`.
+    /// of `n` values, a circulant's kernel is not of length `n`, or a user's matrix not of size
+    /// `n`; those of [`MatrixTarget::matrix`].
     pub fn apply(&self, n: usize, x: &mut [Complex64]) -> Result<()> {
         check_power_of_two("target.apply", n)?;
         if x.is_empty() || !x.len().is_multiple_of(n) {
@@ -250,9 +280,26 @@ impl Target {
                 x.chunks_mut(n).for_each(|c| c.iter_mut().zip(&h_hat).for_each(|(x, h)| *x *= h));
                 fft_chunks(x, n, true, FftNorm::Backward);
             }
+            Target::Matrix(m) => {
+                check_size(m, n)?;
+                let m = m.matrix()?;
+                let mut y = vec![Complex64::new(0.0, 0.0); n];
+                for v in x.chunks_mut(n) {
+                    y.iter_mut().enumerate().for_each(|(r, y)| *y = (0..n).map(|c| m.get(r, c) * v[c]).sum());
+                    v.copy_from_slice(&y);
+                }
+            }
         }
         Ok(())
     }
+}
+
+/// A user's matrix is of one size: `n` must be it.
+fn check_size(m: &MatrixTarget, n: usize) -> Result<()> {
+    if m.n() != n {
+        return Err(Error::invalid("target", format!("N = {} (the size of the matrix)", m.n()), format!("N = {n}")));
+    }
+    Ok(())
 }
 
 /// The unnormalised DFT of a circulant's kernel (its eigenvalues), after checking its length.

@@ -326,10 +326,12 @@ pub const GROW_PRODUCT_ABOVE: usize = 4;
 
 /// The size above which a run at N grows from N/2 when [`TrainConfig::grow_above`] is `None`:
 /// [`GROW_PRODUCT_ABOVE`] for the circulant, [`GROW_ONE_FACTOR_ABOVE`] for the others (the
-/// targets whose class has fixed stages, Hartley, DCT-II and DST-II, never grow).
+/// targets whose class has fixed stages, Hartley, DCT-II and DST-II, never grow); a user's
+/// matrix, of one size, never grows (`usize::MAX`).
 pub fn grow_above_default(target: &Target) -> usize {
     match target {
         Target::Circulant { .. } => GROW_PRODUCT_ABOVE,
+        Target::Matrix(_) => usize::MAX,
         _ => GROW_ONE_FACTOR_ABOVE,
     }
 }
@@ -373,14 +375,30 @@ impl TrainConfig {
                 return Err(Error::invalid("train", format!("{name} ≥ 1"), v));
             }
         }
-        if let Target::Circulant { kernel } = &self.target {
-            if kernel.len() != self.n {
+        match &self.target {
+            Target::Circulant { kernel } if kernel.len() != self.n => {
                 return Err(Error::invalid(
                     "train",
                     format!("a circulant kernel of length n = {}", self.n),
                     kernel.len(),
                 ));
             }
+            Target::Matrix(m) if m.n() != self.n => {
+                let source = m.source().unwrap_or("given in memory");
+                return Err(Error::invalid(
+                    "train",
+                    format!("n = {} (the size of the target matrix, {source})", m.n()),
+                    self.n,
+                ));
+            }
+            Target::Matrix(_) if self.grow_threshold() < self.n => {
+                return Err(Error::invalid(
+                    "train",
+                    "no growing for a target matrix (it has no member of half the size)",
+                    format!("grow_above = {}", self.grow_threshold()),
+                ));
+            }
+            _ => {}
         }
         Ok(log_n)
     }

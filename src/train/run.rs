@@ -29,6 +29,7 @@ use crate::nn::{
 };
 use crate::ops::Permutation;
 use crate::reference::factorizations::factor_count;
+use crate::reference::Target;
 use crate::tensors::float_tensor;
 
 /// The initial log2 of the Levenberg–Marquardt damping.
@@ -128,7 +129,10 @@ impl<'a, B: FftBackend> Run<'a, B> {
                 (Probes::basis(&dense), model_class_for(&cfg.target, n, Some(&dense), cfg.model)?)
             }
             false => {
-                (Probes::random(&cfg.target, n, rows, cfg.seed)?, model_class_for(&cfg.target, n, None, cfg.model)?)
+                // A user's matrix is at hand at any size: its class's permutation is found from it.
+                let dense = matches!(cfg.target, Target::Matrix(_)).then(|| cfg.target.matrix(n)).transpose()?;
+                let class = model_class_for(&cfg.target, n, dense.as_ref(), cfg.model)?;
+                (Probes::random(&cfg.target, n, rows, cfg.seed)?, class)
             }
         };
         let class = ModelClass { real: cfg.real, ..class };

@@ -17,8 +17,9 @@ use super::state::Phase;
 use crate::backend::{dispatch, BackendKind, BackendTask, FftBackend, Precision, Selected};
 use crate::error::{Error, Result};
 use crate::metrics;
-use crate::nn::{model_class_for, ButterflyProduct};
+use crate::nn::{model_class_for, ButterflyProduct, ModelChoice, PermutationSource};
 use crate::ops::Permutation;
+use crate::reference::factorizations::model_name;
 use crate::reference::Target;
 
 /// The outcome of a run. The rmse and floor here are the f64 metric of [`crate::metrics`],
@@ -54,6 +55,16 @@ pub struct TrainReport {
     pub bar: Option<f64>,
     /// Whether the rmse is at or under the bar (`false` where there is no bar).
     pub reached: bool,
+    /// The model class trained: `B`, `BP` or `BPBP` (chosen with [`TrainConfig::model`]), or
+    /// the target's own (`BP`, `BPBP`, or `BP+M` with fixed stages).
+    pub model: String,
+    /// Stages the optimiser learned, over all factors.
+    pub stages_learned: usize,
+    /// Stages set to the values of the target's exact factorization and never trained (0
+    /// where every stage is learned).
+    pub stages_fixed: usize,
+    /// How each factor's input permutation was obtained, the first factor first.
+    pub permutations: Vec<PermutationSource>,
     /// Whether the twiddles are in the fixed gauge (first columns 1).
     pub gauge_fixed: bool,
     /// The size of the trained layer the final attempt grew from
@@ -152,8 +163,9 @@ impl Trainer {
     /// # Errors
     /// [`Error::Diverged`] when the loss or the twiddles go non-finite,
     /// [`Error::Interrupted`] when the stop flag is set, [`Error::OutOfMemory`] when the target
-    /// or the objective does not fit, [`Error::Io`], [`Error::Checkpoint`] and [`Error::Busy`]
-    /// from the checkpoint directory (a resume included), [`Error::TensorBoard`] from the logs.
+    /// or the objective does not fit, [`Error::Io`] from the checkpoint directory and the
+    /// TensorBoard logs, [`Error::Checkpoint`] and [`Error::Busy`] from the checkpoint directory
+    /// (a resume included).
     pub fn run_on<B: FftBackend>(
         &self,
         device: &B::Device,
@@ -299,6 +311,8 @@ fn finish<B: FftBackend>(mut run: Run<'_, B>, selected: &Selected) -> Result<(Bu
     run.state.seconds = run.seconds();
     run.save()?;
     let (cfg, device) = (run.cfg, run.device);
+    let (stages_learned, stages_fixed) = run.class.stage_counts();
+    let permutations = run.class.sources.clone();
     let ended = run.close()?;
     let (layer, state) = (ended.layer, ended.state);
     let n = cfg.n;
@@ -320,6 +334,10 @@ fn finish<B: FftBackend>(mut run: Run<'_, B>, selected: &Selected) -> Result<(Bu
         rmse_over_floor: floor.map(|f| rmse / f),
         bar,
         reached: bar.is_some_and(|b| rmse <= b),
+        model: cfg.model.map_or_else(|| model_name(&cfg.target), ModelChoice::name).to_string(),
+        stages_learned,
+        stages_fixed,
+        permutations,
         gauge_fixed: state.gauge_fixed,
         grown_from: state.grown_from,
         checkpoint: ended.checkpoint.map(|p| p.display().to_string()),

@@ -192,3 +192,69 @@ pub fn shuffled(n: usize, seed: u64) -> Vec<usize> {
     }
     v
 }
+
+/// The dense f64 matrix of a random BP: Haar-random unitary blocks (seeded) behind a random
+/// permutation, multiplied out on ndarray in f64. Learnable exactly by the BP class, and
+/// nothing about it is known to the crate beyond its entries.
+pub fn random_bp(n: usize, seed: u64) -> learned_fft::ComplexMatrix {
+    use learned_fft::nn::LinearTransform;
+    use learned_fft::{ButterflyInit, ButterflyProductConfig, Permutation};
+    use rand::seq::SliceRandom;
+    let mut perm: Vec<usize> = (0..n).collect();
+    perm.shuffle(&mut ChaCha8Rng::seed_from_u64(seed));
+    let layer = ButterflyProductConfig::new(n, vec![Permutation::gather(perm).expect("a permutation")])
+        .with_init(ButterflyInit::RandomUnitary { seed })
+        .init::<NdArrayBackend<f64>>(&Default::default())
+        .expect("a random BP");
+    layer.dense_on_backend().expect("its matrix")
+}
+
+/// A random dense unitary matrix (the product of 2N Householder reflections of standard normal
+/// complex vectors): with probability 1 no butterfly after any permutation, nor a product of a
+/// few, represents it.
+pub fn random_unitary(n: usize, seed: u64) -> learned_fft::ComplexMatrix {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut m = vec![Complex64::new(0.0, 0.0); n * n];
+    (0..n).for_each(|i| m[i * n + i] = Complex64::new(1.0, 0.0));
+    for _ in 0..2 * n {
+        let v: Vec<Complex64> =
+            (0..n).map(|_| Complex64::new(StandardNormal.sample(&mut rng), StandardNormal.sample(&mut rng))).collect();
+        let norm2: f64 = v.iter().map(|z| z.norm_sqr()).sum();
+        // m ← (I − 2 v v* / |v|²) m, column by column.
+        for c in 0..n {
+            let dot: Complex64 = (0..n).map(|r| v[r].conj() * m[r * n + c]).sum();
+            (0..n).for_each(|r| m[r * n + c] -= v[r] * dot * (2.0 / norm2));
+        }
+    }
+    learned_fft::ComplexMatrix::from_row_major(n, m).expect("n × n entries")
+}
+
+/// A matrix's entries, row-major.
+pub fn entries(m: &learned_fft::ComplexMatrix) -> Vec<Complex64> {
+    (0..m.n()).flat_map(|r| (0..m.n()).map(move |c| m.get(r, c))).collect()
+}
+
+/// Writes `values` as a numpy `.npy` array of `shape` (C order), as `numpy.save` would.
+pub fn save_npy<T: npyz::AutoSerialize>(path: &std::path::Path, shape: &[u64], values: Vec<T>) {
+    save_npy_ordered(path, shape, values, npyz::Order::C)
+}
+
+/// As [`save_npy`], in the given order (`values` as stored in the file).
+pub fn save_npy_ordered<T: npyz::AutoSerialize>(
+    path: &std::path::Path,
+    shape: &[u64],
+    values: Vec<T>,
+    order: npyz::Order,
+) {
+    use npyz::WriterBuilder;
+    let file = std::io::BufWriter::new(std::fs::File::create(path).expect("an .npy file"));
+    let mut w = npyz::WriteOptions::new()
+        .default_dtype()
+        .shape(shape)
+        .order(order)
+        .writer(file)
+        .begin_nd()
+        .expect("an .npy header");
+    w.extend(values).expect("the array");
+    w.finish().expect("the file");
+}

@@ -16,6 +16,9 @@
 //!   differences, frozen FFTs under an optimiser; Welch's PSD against an f64 Welch; top-k peaks.
 //! - `errors`: bad input gives a clear error.
 //! - `plot`: the PNG pictures (CLI and examples) decode at their documented sizes; bad data.
+//! - `user_target`: a user's own matrix: `.npy` files of every accepted dtype and order read
+//!   exactly, a random BP learned from its matrix alone (library and `train --target-file`),
+//!   a matrix no butterfly represents ends with its rmse, and bad files are refused.
 //! - `cli`: the binary as a user runs it: sizes and counts it refuses, the backend flag over the
 //!   environment, one trainer per checkpoint directory, SIGTERM/SIGINT leave a checkpoint.
 //!
@@ -35,3 +38,4 @@ mod spectral;
 mod spectral_kernels;
 mod train;
 mod truth;
+mod user_target;

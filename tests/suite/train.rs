@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 
 use learned_fft::backend::{BackendKind, NdArrayBackend, Precision};
 use learned_fft::nn::ButterflyProduct;
+use learned_fft::nn::PermutationSource;
 use learned_fft::train::{Checkpoint, Phase, TrainConfig, TrainReport, Trainer, HALF_REUSE};
 use learned_fft::{Butterfly, Error, Target};
 
@@ -80,6 +81,12 @@ fn reaches_bars_with(
             );
             assert_bar(&r, precision);
             assert!(r.reached, "the report says the bar {:?} was reached", r.bar);
+            // The report says what was learned and what was given.
+            let log_n = n.trailing_zeros() as usize;
+            assert_eq!(r.stages_learned + r.stages_fixed, r.permutations.len() * log_n, "one permutation a factor");
+            if matches!(target, Target::Dft | Target::Idft | Target::Hadamard) && n <= 4096 {
+                assert_eq!((r.stages_fixed, &r.permutations[..]), (0, &[PermutationSource::Identified][..]));
+            }
         }
     }
 }

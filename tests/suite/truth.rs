@@ -42,12 +42,16 @@ fn closed_form(target: &Target, n: usize) -> ComplexMatrix {
             r((theta.cos() + theta.sin()) / nf.sqrt())
         }
         Target::Circulant { kernel } => r(kernel[(k + n - j) % n]),
+        // A user's matrix is its entries.
+        Target::Matrix(m) => m.matrix().expect("held in memory").get(k, j),
     })
 }
 
-/// Every target at size `n` (the circulant with a standard normal kernel drawn from `n`).
-fn every_target(n: usize) -> [Target; 7] {
+/// Every target at size `n` (the circulant with a standard normal kernel drawn from `n`, a
+/// user's matrix a random BP).
+fn every_target(n: usize) -> [Target; 8] {
     let kernel = normals(n as u64, n);
+    let matrix = learned_fft::MatrixTarget::new(crate::common::random_bp(n, n as u64)).expect("a valid matrix");
     [
         Target::Dft,
         Target::Idft,
@@ -56,6 +60,7 @@ fn every_target(n: usize) -> [Target; 7] {
         Target::Hadamard,
         Target::Hartley,
         Target::Circulant { kernel },
+        Target::Matrix(matrix),
     ]
 }
 

@@ -1,0 +1,266 @@
+//! A target a user brings as its dense matrix: given in memory, or read from a numpy `.npy` file
+//! (`numpy.save`; read by the npyz crate).
+//!
+//! The trainer uses only what the matrix offers: its entries (the objective), its size, and the
+//! input permutation that makes it a butterfly where one exists (found from the entries,
+//! [`crate::reference::identify`]). Nothing about where it came from.
+
+use std::io::Cursor;
+use std::path::Path;
+use std::sync::Arc;
+
+use num_complex::{Complex, Complex64};
+use serde::{Deserialize, Serialize};
+
+use super::identify::{F32_TOLERANCE, F64_TOLERANCE};
+use super::matrix::ComplexMatrix;
+use crate::error::{Error, Result};
+
+/// The operation named in a target file's errors.
+const OP: &str = "target file";
+
+/// A dense N×N matrix to learn, of one size N (a power of two ≥ 2) with finite entries.
+///
+/// A checkpoint records where the matrix came from and a checksum of its entries, not the
+/// entries: a run resumes, and a checkpoint is evaluated, only with the same matrix (read again
+/// from its file, or given again in memory).
+///
+/// # Example
+/// ```
+/// use learned_fft::reference::{ComplexMatrix, MatrixTarget};
+/// use num_complex::Complex64;
+///
+/// // The 2×2 Hadamard matrix / √2, given in memory.
+/// let s = std::f64::consts::FRAC_1_SQRT_2;
+/// let h = ComplexMatrix::from_fn(2, |r, c| Complex64::new(if r * c == 1 { -s } else { s }, 0.0));
+/// let target = MatrixTarget::new(h.clone())?;
+/// assert_eq!(target.n(), 2);
+/// assert_eq!(*target.matrix()?, h);
+/// // A matrix that is not of a butterfly's size is refused.
+/// assert!(MatrixTarget::new(ComplexMatrix::identity(3)).is_err());
+/// # Ok::<(), learned_fft::Error>(())
+/// ```
+#[derive(Clone, Serialize, Deserialize)]
+pub struct MatrixTarget {
+    /// The file it was read from; `None` for a matrix given in memory.
+    source: Option<String>,
+    /// Its size N.
+    n: usize,
+    /// CRC-32 of its entries as little-endian f64 (real and imaginary parts, row-major).
+    checksum: u32,
+    /// Whether the entries were given in single precision (a float32 or complex64 file): then
+    /// they are exact to about 6e-8, not 1e-16, and structure is looked for to that precision.
+    #[serde(default)]
+    single: bool,
+    /// The entries (not written to checkpoints; read again from `source` when absent).
+    #[serde(skip)]
+    entries: Option<Arc<ComplexMatrix>>,
+}
+
+/// Names the matrix (its source, size and checksum), not its N² entries.
+impl std::fmt::Debug for MatrixTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MatrixTarget")
+            .field("source", &self.source.as_deref().unwrap_or("memory"))
+            .field("n", &self.n)
+            .field("checksum", &format_args!("{:08x}", self.checksum))
+            .finish()
+    }
+}
+
+/// Two matrix targets are the same target when their sizes and entries' checksums agree,
+/// wherever the entries came from.
+impl PartialEq for MatrixTarget {
+    fn eq(&self, other: &Self) -> bool {
+        (self.n, self.checksum) == (other.n, other.checksum)
+    }
+}
+
+impl MatrixTarget {
+    /// The target of a matrix given in memory.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] when the size is not a power of two ≥ 2 or an entry is NaN or
+    /// infinite.
+    pub fn new(matrix: ComplexMatrix) -> Result<Self> {
+        check_entries("target matrix", "the matrix", &matrix)?;
+        Ok(MatrixTarget {
+            source: None,
+            n: matrix.n(),
+            checksum: checksum(&matrix),
+            single: false,
+            entries: Some(Arc::new(matrix)),
+        })
+    }
+
+    /// The target of the matrix in the numpy `.npy` file at `path`: a two-dimensional square
+    /// array of float32, float64, complex64 or complex128 (either byte order, C or Fortran
+    /// order), of a power-of-two size ≥ 2, with finite entries.
+    ///
+    /// # Errors
+    /// [`Error::Io`] when the file cannot be read; [`Error::InvalidInput`], naming the file and
+    /// the problem, when it is not such an array (not a `.npy` file, another dtype or shape, a
+    /// truncated file or one with bytes after the array, a NaN or infinite entry);
+    /// [`Error::OutOfMemory`] when the matrix would not fit.
+    pub fn read_npy(path: impl AsRef<Path>) -> Result<Self> {
+        let path = path.as_ref();
+        let (matrix, single) = read_npy(path)?;
+        let source = Some(path.display().to_string());
+        Ok(MatrixTarget { source, n: matrix.n(), checksum: checksum(&matrix), single, entries: Some(Arc::new(matrix)) })
+    }
+
+    /// Its size N.
+    pub fn n(&self) -> usize {
+        self.n
+    }
+
+    /// The relative tolerance to which structure is looked for in the entries
+    /// ([`crate::reference::identify`]): [`F64_TOLERANCE`], or [`F32_TOLERANCE`] for entries
+    /// given in single precision.
+    pub fn tolerance(&self) -> f64 {
+        if self.single {
+            F32_TOLERANCE
+        } else {
+            F64_TOLERANCE
+        }
+    }
+
+    /// The file it was read from (`None` for a matrix given in memory).
+    pub fn source(&self) -> Option<&str> {
+        self.source.as_deref()
+    }
+
+    /// The matrix: the entries held, or (for a target read back from a checkpoint) the file
+    /// read again.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] when the entries are not held and the target was given in
+    /// memory, or its file now holds another matrix; those of [`MatrixTarget::read_npy`].
+    pub fn matrix(&self) -> Result<Arc<ComplexMatrix>> {
+        if let Some(m) = &self.entries {
+            return Ok(m.clone());
+        }
+        let Some(source) = &self.source else {
+            return Err(Error::invalid(
+                "target matrix",
+                "the matrix itself: it was given in memory, and a checkpoint records only its checksum",
+                "a target read back from a checkpoint",
+            ));
+        };
+        let again = MatrixTarget::read_npy(source)?;
+        if again != *self {
+            return Err(Error::invalid(
+                OP,
+                format!(
+                    "{source} to hold the matrix the run trained on (N = {}, checksum {:08x})",
+                    self.n, self.checksum
+                ),
+                format!("N = {}, checksum {:08x}: the file changed", again.n, again.checksum),
+            ));
+        }
+        Ok(again.entries.expect("read_npy holds its entries"))
+    }
+}
+
+/// CRC-32 of the entries as little-endian f64, row-major, real then imaginary part.
+fn checksum(m: &ComplexMatrix) -> u32 {
+    let mut h = crc32fast::Hasher::new();
+    for r in 0..m.n() {
+        for c in 0..m.n() {
+            let z = m.get(r, c);
+            h.update(&z.re.to_le_bytes());
+            h.update(&z.im.to_le_bytes());
+        }
+    }
+    h.finalize()
+}
+
+/// A matrix target's size and entries: a power of two ≥ 2, every entry finite.
+fn check_entries(op: &'static str, what: &str, m: &ComplexMatrix) -> Result<()> {
+    let n = m.n();
+    if n < 2 || !n.is_power_of_two() {
+        return Err(Error::invalid(op, format!("{what} to be N×N with N a power of two ≥ 2"), format!("{n}×{n}")));
+    }
+    for r in 0..n {
+        for c in 0..n {
+            let z = m.get(r, c);
+            if !(z.re.is_finite() && z.im.is_finite()) {
+                return Err(Error::invalid(op, format!("{what} to have finite entries"), format!("{z} at ({r}, {c})")));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Reads the square matrix of a `.npy` file (see [`MatrixTarget::read_npy`]), and whether its
+/// entries were in single precision.
+fn read_npy(path: &Path) -> Result<(ComplexMatrix, bool)> {
+    let shown = path.display();
+    let bad = |expected: &str, got: String| Error::invalid(OP, format!("{shown} to be {expected}"), got);
+    let bytes = std::fs::read(path).map_err(|e| Error::io(OP, path, e))?;
+    let mut cursor = Cursor::new(&bytes[..]);
+    let header = npyz::NpyHeader::from_reader(&mut cursor)
+        .map_err(|e| bad("a numpy .npy file (numpy.save)", format!("a file whose header does not parse ({e})")))?;
+    let data = &bytes[usize::try_from(cursor.position()).unwrap_or(bytes.len()).min(bytes.len())..];
+    let npy = npyz::NpyFile::with_header(header, data);
+    let shape = npy.shape().to_vec();
+    let (rows, cols) = match shape[..] {
+        [rows, cols] => (rows, cols),
+        _ => return Err(bad("a two-dimensional array (a matrix)", format!("shape {shape:?}"))),
+    };
+    if rows != cols {
+        return Err(bad("a square matrix", format!("shape {rows}×{cols}")));
+    }
+    let n = usize::try_from(rows).map_err(|_| bad("a matrix that fits in memory", format!("N = {rows}")))?;
+    if n < 2 || !n.is_power_of_two() {
+        return Err(bad("N×N with N a power of two ≥ 2 (a butterfly's size)", format!("{n}×{n}")));
+    }
+    let npyz::DType::Plain(ty) = npy.dtype() else {
+        return Err(bad("an array of plain numbers", format!("a structured dtype {}", npy.dtype().descr())));
+    };
+    let elem = match (ty.type_char(), ty.size_field()) {
+        (npyz::TypeChar::Float, 4 | 8) | (npyz::TypeChar::Complex, 8 | 16) => ty.size_field(),
+        _ => {
+            return Err(bad(
+                "float32, float64, complex64 or complex128",
+                format!("dtype {ty} (cast it first, e.g. a.astype(numpy.complex128))"),
+            ))
+        }
+    };
+    // The entries as complex f64, and the file's data as read, at once.
+    let needed = crate::memory::product(&[n, n, 16 + elem as usize]);
+    crate::memory::ensure(OP, || format!("the {n}×{n} matrix of {shown}"), needed)?;
+    let data_bytes = data.len() as u64;
+    let expected = (n as u64) * (n as u64) * elem;
+    if data_bytes != expected {
+        let what = if data_bytes < expected { "truncated" } else { "longer than its array" };
+        return Err(bad(
+            &format!("{expected} bytes of data after the header ({n}×{n} {ty})"),
+            format!("{data_bytes} bytes: the file is {what}"),
+        ));
+    }
+    let order = npy.order();
+    let io = |e: std::io::Error| bad("a readable array", format!("an array that does not read back ({e})"));
+    let values: Vec<Complex64> = match (ty.type_char(), elem) {
+        (npyz::TypeChar::Float, 4) => {
+            npy.into_vec::<f32>().map_err(io)?.into_iter().map(|x| Complex64::new(x.into(), 0.0)).collect()
+        }
+        (npyz::TypeChar::Float, _) => {
+            npy.into_vec::<f64>().map_err(io)?.into_iter().map(|x| Complex64::new(x, 0.0)).collect()
+        }
+        (_, 8) => npy
+            .into_vec::<Complex<f32>>()
+            .map_err(io)?
+            .into_iter()
+            .map(|z| Complex64::new(z.re.into(), z.im.into()))
+            .collect(),
+        _ => npy.into_vec::<Complex64>().map_err(io)?,
+    };
+    let matrix = match order {
+        npyz::Order::C => ComplexMatrix::from_row_major(n, values),
+        npyz::Order::Fortran => Some(ComplexMatrix::from_fn(n, |r, c| values[c * n + r])),
+    }
+    .ok_or_else(|| bad(&format!("{n}×{n} entries"), "another count".into()))?;
+    check_entries(OP, &format!("{shown}"), &matrix)?;
+    Ok((matrix, elem == 4 || ty.type_char() == npyz::TypeChar::Complex && elem == 8))
+}

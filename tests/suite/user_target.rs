@@ -1,0 +1,192 @@
+//! A user's own matrix as the target: read from `.npy` exactly, learned from its entries alone,
+//! and refused with a clear error when the file is not a matrix the trainer can take.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use learned_fft::backend::{BackendKind, Precision};
+use learned_fft::nn::PermutationSource;
+use learned_fft::{MatrixTarget, Target, TrainConfig, Trainer};
+use num_complex::{Complex, Complex64};
+
+use crate::common::{entries, random_bp, random_unitary, save_npy, save_npy_ordered, scratch, SEED};
+
+/// The f64 bar: what a learned target must reach in f64 (as for the built-ins).
+const F64_TRAIN_BAR: f64 = 1e-14;
+/// Relative error of an entry stored in single precision: half an ulp of f32.
+const F32_ENTRY_TOL: f64 = 6e-8;
+
+const EXE: &str = env!("CARGO_BIN_EXE_learned-fft");
+
+fn cli(args: &[&str]) -> Output {
+    Command::new(EXE).args(args).env_remove("LEARNED_FFT_BACKEND").output().expect("the binary runs")
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn last_json(out: &Output) -> serde_json::Value {
+    let last = String::from_utf8_lossy(&out.stdout).lines().last().unwrap_or_default().to_string();
+    serde_json::from_str(&last).unwrap_or_default()
+}
+
+fn read(path: &Path) -> Vec<Complex64> {
+    let t = MatrixTarget::read_npy(path).expect("the file reads");
+    entries(&t.matrix().expect("its matrix"))
+}
+
+#[test]
+fn npy_files_of_every_accepted_dtype_and_order_read_as_written() {
+    let dir = scratch("npy-dtypes");
+    let n = 8;
+    let m = entries(&random_bp(n, SEED));
+    let shape = [n as u64, n as u64];
+    let path = dir.join("m.npy");
+    // complex128, C order: exactly.
+    save_npy(&path, &shape, m.clone());
+    assert_eq!(read(&path), m);
+    // complex128, Fortran order (the file holds column-major entries): the same matrix.
+    let column_major: Vec<Complex64> = (0..n * n).map(|i| m[(i % n) * n + i / n]).collect();
+    save_npy_ordered(&path, &shape, column_major, npyz::Order::Fortran);
+    assert_eq!(read(&path), m);
+    // complex64: each part rounded to f32 once.
+    save_npy(&path, &shape, m.iter().map(|z| Complex::new(z.re as f32, z.im as f32)).collect());
+    let got = read(&path);
+    for (g, w) in got.iter().zip(&m) {
+        assert!((g - w).norm() <= F32_ENTRY_TOL * w.norm().max(1e-30) * 2.0, "{g} vs {w}");
+    }
+    // float64 and float32: real matrices.
+    let real: Vec<f64> = m.iter().map(|z| z.re).collect();
+    save_npy(&path, &shape, real.clone());
+    assert_eq!(read(&path), real.iter().map(|&x| Complex64::new(x, 0.0)).collect::<Vec<_>>());
+    save_npy(&path, &shape, real.iter().map(|&x| x as f32).collect());
+    for (g, w) in read(&path).iter().zip(&real) {
+        assert!(g.im == 0.0 && (g.re - w).abs() <= F32_ENTRY_TOL * w.abs(), "{g} vs {w}");
+    }
+}
+
+#[test]
+fn a_random_bp_given_as_a_matrix_is_learned_to_the_f64_bar() {
+    for n in [8, 16] {
+        let target = Target::Matrix(MatrixTarget::new(random_bp(n, SEED + n as u64)).expect("a valid matrix"));
+        let config = TrainConfig::new(n).with_target(target).with_seed(n as u64);
+        let r =
+            Trainer::new(config).expect("a valid config").run(BackendKind::Ndarray, Precision::F64, &mut ()).unwrap();
+        assert!(r.reached && r.rmse <= F64_TRAIN_BAR, "N = {n}: rmse {:.3e}", r.rmse);
+        // Nothing of an answer was given: no factorization of the matrix is known here, every
+        // stage was learned, and the permutation was found from the entries.
+        assert_eq!(r.floor, None);
+        assert_eq!((r.model.as_str(), r.stages_learned, r.stages_fixed), ("BP", n.trailing_zeros() as usize, 0));
+        assert_eq!(r.permutations, [PermutationSource::Identified]);
+    }
+}
+
+/// The trainer's checkpoint directory inside `dir`, and the CLI's arguments for a run on the
+/// file `m` in f64 on ndarray.
+fn train_file_args(dir: &Path, m: &Path, extra: &[&str]) -> Vec<String> {
+    let mut a: Vec<String> = ["--backend", "ndarray", "--precision", "f64", "train", "--quiet", "--seed", "3"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    a.extend(["--target-file".into(), m.display().to_string()]);
+    a.extend(["--checkpoint-dir".into(), dir.join("ck").display().to_string()]);
+    a.extend(extra.iter().map(|s| s.to_string()));
+    a
+}
+
+#[test]
+fn train_target_file_learns_it_and_its_checkpoint_evaluates_against_the_file() {
+    let dir = scratch("target-file");
+    let path = dir.join("bp.npy");
+    save_npy(&path, &[16, 16], entries(&random_bp(16, SEED + 1)));
+    let args = train_file_args(&dir, &path, &[]);
+    let out = cli(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report = last_json(&out);
+    let train = &report["train"];
+    assert_eq!(train["n"], 16, "N comes from the file: {report}");
+    assert_eq!(train["reached"], true, "{report}");
+    assert!(train["rmse"].as_f64().is_some_and(|r| r <= F64_TRAIN_BAR), "{report}");
+    assert_eq!(train["stages_fixed"], 0, "{report}");
+    assert_eq!(train["permutations"], serde_json::json!(["identified"]), "{report}");
+    // The checkpoint names the file; eval reads it again and measures the same rmse.
+    let ckpt = train["checkpoint"].as_str().expect("a checkpoint").to_string();
+    let eval = cli(&["--backend", "ndarray", "eval", "--checkpoint", &ckpt]);
+    assert!(eval.status.success(), "{}", stderr(&eval));
+    let rmse = last_json(&eval)["rmse"].as_f64().expect("an rmse");
+    assert!(rmse <= F64_TRAIN_BAR, "eval: {rmse:e}");
+    // Another matrix in the file: the checkpoint is not evaluated against it.
+    save_npy(&path, &[16, 16], entries(&random_bp(16, SEED + 2)));
+    let eval = cli(&["--backend", "ndarray", "eval", "--checkpoint", &ckpt]);
+    assert_eq!(eval.status.code(), Some(2), "{}", stderr(&eval));
+    assert!(stderr(&eval).contains("the file changed"), "{}", stderr(&eval));
+}
+
+#[test]
+fn a_matrix_no_butterfly_represents_ends_with_its_rmse_and_exit_1() {
+    let dir = scratch("unitary-file");
+    let path = dir.join("u.npy");
+    save_npy(&path, &[8, 8], entries(&random_unitary(8, SEED)));
+    let args = train_file_args(&dir, &path, &["--adam-steps", "300", "--polish-iters", "20"]);
+    let out = cli(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("matrix at N = 8: rmse") && !err.contains("panicked"), "{err}");
+    let report = last_json(&out);
+    assert_eq!(report["train"]["reached"], false, "{report}");
+    // No permutation makes it a butterfly: the model kept the identity.
+    assert_eq!(report["train"]["permutations"], serde_json::json!(["identity"]), "{report}");
+    // Its best rmse is reported: finite, and far above the bar (a random unitary is no BP).
+    assert!(report["train"]["rmse"].as_f64().is_some_and(|r| r.is_finite() && r > 1e-3), "{report}");
+}
+
+#[test]
+fn bad_target_files_are_refused_naming_the_file_and_the_problem() {
+    let dir = scratch("bad-target-files");
+    let good = entries(&random_bp(8, SEED));
+    let file = |name: &str| dir.join(name);
+    let mut nan = good.clone();
+    nan[9] = Complex64::new(f64::NAN, 0.0);
+    let mut inf = good.clone();
+    inf[3] = Complex64::new(0.0, f64::INFINITY);
+    save_npy(&file("rect.npy"), &[8, 4], good[..32].to_vec());
+    save_npy(&file("six.npy"), &[6, 6], good[..36].to_vec());
+    save_npy(&file("cube.npy"), &[2, 2, 2], good[..8].to_vec());
+    save_npy(&file("nan.npy"), &[8, 8], nan);
+    save_npy(&file("inf.npy"), &[8, 8], inf);
+    save_npy(&file("int.npy"), &[8, 8], (0..64i64).collect());
+    save_npy(&file("good.npy"), &[8, 8], good.clone());
+    let bytes = std::fs::read(file("good.npy")).unwrap();
+    std::fs::write(file("short.npy"), &bytes[..bytes.len() - 10]).unwrap();
+    std::fs::write(file("long.npy"), [&bytes[..], &[0u8; 16]].concat()).unwrap();
+    std::fs::write(file("text.npy"), "0 1\n1 0\n").unwrap();
+    let cases: [(&str, &[&str]); 11] = [
+        ("rect.npy", &["a square matrix", "8×4"]),
+        ("six.npy", &["power of two", "6×6"]),
+        ("cube.npy", &["two-dimensional", "[2, 2, 2]"]),
+        ("nan.npy", &["finite entries", "NaN", "(1, 1)"]),
+        ("inf.npy", &["finite entries", "inf", "(0, 3)"]),
+        ("int.npy", &["float32, float64, complex64 or complex128", "<i8"]),
+        ("short.npy", &["truncated"]),
+        ("long.npy", &["longer than its array"]),
+        ("text.npy", &["numpy .npy file"]),
+        ("missing.npy", &["missing.npy"]),
+        // A size that is not the file's.
+        ("good.npy", &["n = 8 (the size of the target matrix", "got 16"]),
+    ];
+    for (name, parts) in cases {
+        let path = file(name);
+        let extra: &[&str] = if name == "good.npy" { &["--n", "16"] } else { &[] };
+        let args = train_file_args(&dir.join(name.replace('.', "-")), &path, extra);
+        let out = cli(&args.iter().map(String::as_str).collect::<Vec<_>>());
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{name}: {err}");
+        assert!(!err.contains("panicked"), "{name} panicked: {err}");
+        assert!(err.contains(name), "{name}: the error names the file: {err}");
+        for part in parts {
+            assert!(err.contains(part), "{name}: the error should mention {part:?}: {err}");
+        }
+        assert!(!dir.join(name.replace('.', "-")).exists(), "{name}: nothing is written");
+    }
+}
