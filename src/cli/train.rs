@@ -8,6 +8,7 @@ use learned_fft::backend::Precision;
 use learned_fft::nn::ModelChoice;
 use learned_fft::reference::MatrixTarget;
 use learned_fft::train::config::{ConfigField, FieldKind};
+use learned_fft::train::FloorSource;
 use learned_fft::{Target, TargetKind, TrainConfig, TrainReport, Trainer};
 use serde_json::{json, Value};
 
@@ -116,14 +117,17 @@ fn missed_bar(report: &TrainReport, model: Option<ModelChoice>, real: bool) -> S
             "train: {target} at N = {}: rmse {:.3e} is above the bar {bar:.3e} ({}); the run did not recover the target",
             report.n,
             report.rmse,
-            match precision {
-                Precision::F64 => "f64: 1e-14".to_string(),
-                Precision::F32 => "f32: the floor, its exact factorization's rmse in f32 on this backend".to_string(),
+            match (precision, report.floor_source) {
+                (Precision::F64, _) => "f64: 1e-14",
+                (Precision::F32, Some(FloorSource::OwnF64Solution)) => {
+                    "f32: the floor, the rmse in f32 on this backend of the model's own f64 solution"
+                }
+                (Precision::F32, _) => "f32: the floor, its exact factorization's rmse in f32 on this backend",
             }
         ),
         None if target == TargetKind::Matrix => format!(
-            "train: the matrix at N = {}: rmse {:.3e}; a matrix of your own has no {precision} bar yet (the bar in f64 \
-             is 1e-14: train with --precision f64 to see whether the model class recovers it)",
+            "train: the matrix at N = {}: rmse {:.3e}; its f32 bar is the rounding of the model's own f64 solution, \
+             and the f64 run found none (it ended above 1e-14), so there is no f32 bar",
             report.n, report.rmse
         ),
         None => format!(

@@ -15,7 +15,7 @@ use super::butterfly::{basis_images_on_backend, dense_on_backend, Butterfly, But
 use crate::error::{check_power_of_two, Error, Result};
 use crate::ops::butterfly::{ButterflyOps, Permutation, Tangent};
 use crate::reference::butterfly::{apply, product_matrix};
-use crate::reference::factorizations::{exact, learned_stages, permutations, Factorization};
+use crate::reference::factorizations::{exact, learned_stages, permutations, Factor, Factorization};
 use crate::reference::identify::{butterfly_permutation, factor_permutation, F64_TOLERANCE};
 use crate::reference::{ComplexMatrix, Target};
 use crate::tensors::float_tensor;
@@ -117,6 +117,24 @@ impl<B: Backend> ButterflyProduct<B> {
     pub fn from_factorization(factorization: &Factorization, device: &B::Device) -> Result<Self> {
         let factors =
             factorization.factors().iter().map(|f| Butterfly::from_factor(f, device)).collect::<Result<Vec<_>>>()?;
+        Ok(ButterflyProduct { factors })
+    }
+
+    /// The same product on backend `C` (twiddles through f64, rounded to `C`'s float type; the
+    /// same permutations): an f64 solution as an f32 device evaluates it.
+    ///
+    /// # Errors
+    /// Those of [`Butterfly::from_factor`] (none for a product built here).
+    pub fn cast<C: Backend>(&self, device: &C::Device) -> Result<ButterflyProduct<C>> {
+        let n = self.n();
+        let factors = self
+            .factors
+            .iter()
+            .map(|f| {
+                let (re, im) = f.twiddles_f64();
+                Butterfly::from_factor(&Factor { permutation: f.permutation().indices(n), re, im }, device)
+            })
+            .collect::<Result<Vec<_>>>()?;
         Ok(ButterflyProduct { factors })
     }
 

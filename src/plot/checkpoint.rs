@@ -43,6 +43,17 @@ pub fn checkpoint_pictures(
     backend: BackendKind,
     precision: Option<Precision>,
 ) -> Result<Pictures> {
+    // Generic only in the paths: every backend's instance is compiled here, not in each caller.
+    pictures_at(checkpoint.as_ref(), out_dir.as_ref(), backend, precision)
+}
+
+/// [`checkpoint_pictures`] for paths given as such.
+fn pictures_at(
+    checkpoint: &Path,
+    out_dir: &Path,
+    backend: BackendKind,
+    precision: Option<Precision>,
+) -> Result<Pictures> {
     struct Task<'a>(Checkpoint, &'a Path);
     impl BackendTask for Task<'_> {
         type Output = Pictures;
@@ -52,7 +63,7 @@ pub fn checkpoint_pictures(
     }
     let ckpt = Checkpoint::read(checkpoint)?;
     let precision = precision.unwrap_or(ckpt.precision);
-    dispatch(backend, precision, Task(ckpt, out_dir.as_ref()))
+    dispatch(backend, precision, Task(ckpt, out_dir))
 }
 
 /// [`checkpoint_pictures`] for a checkpoint already read, on backend `B`.

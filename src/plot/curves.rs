@@ -24,6 +24,11 @@ pub const TAPS_SIZE: (u32, u32) = (1100, 640);
 /// [`Error::InvalidInput`] when `history` has no record with a positive loss; [`Error::Plot`] or
 /// [`Error::Io`] when drawing or writing fails.
 pub fn training_curve(path: impl AsRef<Path>, history: &[Progress], title: &str) -> Result<()> {
+    training_curve_at(path.as_ref(), history, title)
+}
+
+/// [`training_curve`] for a path given as one (compiled once here, not in every caller).
+fn training_curve_at(path: &Path, history: &[Progress], title: &str) -> Result<()> {
     let op = "plot.curve";
     let positive = |v: f64| v.is_finite() && v > 0.0;
     let values: Vec<f64> =
@@ -40,7 +45,7 @@ pub fn training_curve(path: impl AsRef<Path>, history: &[Progress], title: &str)
         history.iter().filter(|p| positive(f(p))).map(|p| (p.step as f64, f(p).log10())).collect()
     };
     let (rmse, loss) = (series(|p| p.rmse), series(|p| p.loss));
-    render(op, path.as_ref(), CURVE_SIZE, |root| -> Drawn {
+    render(op, path, CURVE_SIZE, |root| -> Drawn {
         let mut chart = ChartBuilder::on(root)
             .caption(title, text(26))
             .margin(16)
@@ -111,6 +116,11 @@ fn stage_caption(g: usize, log_n: usize, factors: usize) -> String {
 /// [`Error::InvalidInput`] when `n` is not a power of two ≥ 2 or the twiddles are not of its
 /// shape; [`Error::Plot`] or [`Error::Io`] when drawing or writing fails.
 pub fn twiddle_magnitudes(path: impl AsRef<Path>, n: usize, re: &[f64], im: &[f64], title: &str) -> Result<()> {
+    twiddle_magnitudes_at(path.as_ref(), n, re, im, title)
+}
+
+/// [`twiddle_magnitudes`] for a path given as one (compiled once here, not in every caller).
+fn twiddle_magnitudes_at(path: &Path, n: usize, re: &[f64], im: &[f64], title: &str) -> Result<()> {
     let op = "plot.twiddles";
     if n < 2 || !n.is_power_of_two() {
         return Err(Error::invalid(op, "n a power of two >= 2", n));
@@ -132,7 +142,7 @@ pub fn twiddle_magnitudes(path: impl AsRef<Path>, n: usize, re: &[f64], im: &[f6
     let top = mag.iter().copied().fold(0.0, f64::max).max(1e-12) * 1.1;
     let blocks = n / 2;
     let mag = &mag;
-    render(op, path.as_ref(), TWIDDLES_SIZE, |root| -> Drawn {
+    render(op, path, TWIDDLES_SIZE, |root| -> Drawn {
         let root = root.titled(title, text(26))?;
         let cols = if stages > 1 { 2 } else { 1 };
         let panels = root.split_evenly((stages.div_ceil(cols), cols));
@@ -182,6 +192,11 @@ pub fn twiddle_magnitudes(path: impl AsRef<Path>, n: usize, re: &[f64], im: &[f6
 /// [`Error::InvalidInput`] when the lengths differ or are zero, or a tap is not finite;
 /// [`Error::Plot`] or [`Error::Io`] when drawing or writing fails.
 pub fn taps(path: impl AsRef<Path>, truth: &[f64], learned: &[f64], title: &str) -> Result<()> {
+    taps_at(path.as_ref(), truth, learned, title)
+}
+
+/// [`taps`] for a path given as one (compiled once here, not in every caller).
+fn taps_at(path: &Path, truth: &[f64], learned: &[f64], title: &str) -> Result<()> {
     let op = "plot.taps";
     if truth.is_empty() || truth.len() != learned.len() {
         return Err(Error::invalid(
@@ -195,7 +210,7 @@ pub fn taps(path: impl AsRef<Path>, truth: &[f64], learned: &[f64], title: &str)
     let (lo, hi) = truth.iter().chain(learned).fold((0.0f64, 0.0f64), |(a, b), v| (a.min(*v), b.max(*v)));
     let pad = (hi - lo).max(1e-12) * 0.1;
     let k = truth.len() as f64;
-    render(op, path.as_ref(), TAPS_SIZE, |root| -> Drawn {
+    render(op, path, TAPS_SIZE, |root| -> Drawn {
         let mut chart = ChartBuilder::on(root)
             .caption(title, text(26))
             .margin(16)

@@ -175,6 +175,11 @@ pub fn matrix_error(
     target: &ComplexMatrix,
     title: &str,
 ) -> Result<()> {
+    matrix_error_at(path.as_ref(), learned, target, title)
+}
+
+/// [`matrix_error`] for a path given as one (compiled once here, not in every caller).
+fn matrix_error_at(path: &Path, learned: &ComplexMatrix, target: &ComplexMatrix, title: &str) -> Result<()> {
     let op = "plot.matrix";
     let n = learned.n();
     if target.n() != n {
@@ -186,7 +191,7 @@ pub fn matrix_error(
     let rmse = (err.iter().map(|e| e * e).sum::<f64>() / err.len() as f64).sqrt();
     let (err_scale, abs_scale) = (Scale::log_of(err.iter().copied()), Scale::linear_of(abs.iter().copied()));
     let nf = n as f64;
-    render(op, path.as_ref(), MATRIX_SIZE, |root| {
+    render(op, path, MATRIX_SIZE, |root| {
         let root = root.titled(title, text(26))?;
         let (left, right) = root.split_horizontally(root.dim_in_pixel().0 / 2);
         let axes = || {
@@ -253,6 +258,11 @@ impl Spectrogram {
 /// [`Error::InvalidInput`] when the shapes differ; [`Error::Plot`] or [`Error::Io`] when drawing
 /// or writing fails.
 pub fn spectrograms(path: impl AsRef<Path>, target: &Spectrogram, prediction: &Spectrogram, title: &str) -> Result<()> {
+    spectrograms_at(path.as_ref(), target, prediction, title)
+}
+
+/// [`spectrograms`] for a path given as one (compiled once here, not in every caller).
+fn spectrograms_at(path: &Path, target: &Spectrogram, prediction: &Spectrogram, title: &str) -> Result<()> {
     let op = "plot.spectrograms";
     if (target.frames, target.bins) != (prediction.frames, prediction.bins) {
         return Err(Error::invalid(
@@ -263,7 +273,7 @@ pub fn spectrograms(path: impl AsRef<Path>, target: &Spectrogram, prediction: &S
     }
     let scale = Scale::log_of(target.values.iter().chain(&prediction.values).copied());
     let (frames, bins) = (target.frames, target.bins);
-    render(op, path.as_ref(), SPECTROGRAM_SIZE, |root| {
+    render(op, path, SPECTROGRAM_SIZE, |root| {
         let root = root.titled(title, text(26))?;
         let (left, right) = root.split_horizontally(root.dim_in_pixel().0 / 2);
         for (area, s, name) in [(&left, target, "target"), (&right, prediction, "prediction")] {

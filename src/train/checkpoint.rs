@@ -236,7 +236,12 @@ impl Checkpoint {
     /// [`Error::Io`] when the file cannot be read; [`Error::Checkpoint`] when it is truncated,
     /// corrupt or of another format or version.
     pub fn read(path: impl AsRef<Path>) -> Result<Self> {
-        let path = path.as_ref();
+        Self::read_at(path.as_ref())
+    }
+
+    /// [`Checkpoint::read`] for a path given as one: the decoding is compiled once, here, not in
+    /// every caller.
+    fn read_at(path: &Path) -> Result<Self> {
         let bytes = std::fs::read(path).map_err(|e| Error::io("checkpoint.read", path, e))?;
         if bytes.len() < HEADER_LEN {
             return Err(corrupt(

@@ -51,6 +51,11 @@ pub struct ExportSummary {
 /// As [`Checkpoint::read`] for the checkpoint; [`crate::Error::Io`] when `out` cannot be
 /// written.
 pub fn export_safetensors(checkpoint: impl AsRef<Path>, out: impl AsRef<Path>) -> Result<ExportSummary> {
+    export_at(checkpoint.as_ref(), out.as_ref())
+}
+
+/// [`export_safetensors`] for paths given as such (compiled once here, not in every caller).
+fn export_at(checkpoint: &Path, out: &Path) -> Result<ExportSummary> {
     let ckpt = Checkpoint::read(checkpoint)?;
     // f64 holds f32 values exactly, so reading through NdArray<f64> loses nothing.
     let layer = ckpt.product::<NdArrayBackend<f64>>(&Default::default())?;
@@ -93,11 +98,6 @@ pub fn export_safetensors(checkpoint: impl AsRef<Path>, out: impl AsRef<Path>) -
         metadata.insert("factors".to_string(), k.to_string());
     }
     let bytes = safetensors::serialize(tensors, Some(metadata)).map_err(bad)?;
-    write_atomic("export", out.as_ref(), &bytes)?;
-    Ok(ExportSummary {
-        path: out.as_ref().display().to_string(),
-        n,
-        dtype: ckpt.precision.to_string(),
-        bytes: bytes.len(),
-    })
+    write_atomic("export", out, &bytes)?;
+    Ok(ExportSummary { path: out.display().to_string(), n, dtype: ckpt.precision.to_string(), bytes: bytes.len() })
 }

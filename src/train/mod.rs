@@ -59,4 +59,4 @@ pub use checkpoint::{Checkpoint, DirLock};
 pub use config::TrainConfig;
 pub use observer::{AttemptLog, Observer, Progress};
 pub use state::{Phase, TrainState};
-pub use trainer::{TrainReport, Trainer, HALF_REUSE};
+pub use trainer::{FloorSource, TrainReport, Trainer, HALF_REUSE};

@@ -46,6 +46,9 @@ pub(super) struct RunOptions<'a, B: FftBackend> {
     pub stop: Option<&'a AtomicBool>,
     /// Where an attempt starts instead of random weights ([`TrainConfig::grow_above`]).
     pub grow: &'a Grow<'a, B>,
+    /// For a target with no known factorization, the model's own f64 solution as this backend
+    /// evaluates it: its rmse is the floor (see [`super::trainer::Trainer::run_on`]).
+    pub own_solution: Option<ButterflyProduct<B::InnerBackend>>,
 }
 
 /// Attempt `attempt`'s layer grown from a trained half-size one, reporting that run's progress
@@ -81,6 +84,9 @@ pub(super) struct Run<'a, B: FftBackend> {
     pub inner_objective: Objective<B::InnerBackend>,
     /// The floor as the device measures it (progress only; the report uses the f64 metric).
     floor_device: Option<f64>,
+    /// The solution whose rounding the floor measures, where it is the model's own
+    /// ([`RunOptions::own_solution`]); `None` where it is the exact factorization.
+    pub own_solution: Option<ButterflyProduct<B::InnerBackend>>,
     pub layer: ButterflyProduct<B>,
     pub optim: AdamOptimizer<B>,
     /// The learning rate's factor on `lr`.
@@ -139,10 +145,11 @@ impl<'a, B: FftBackend> Run<'a, B> {
         let objective = Objective::<B>::from_probes(&probes, device);
         let inner_objective = Objective::<B::InnerBackend>::from_probes(&probes, device);
         drop(probes);
-        let floor_device = match exact_product::<B::InnerBackend>(&cfg.target, n, device)? {
-            Some(exact) => {
-                let (re, im) = exact.stacked_twiddles();
-                Some(scalar(inner_objective.loss(&re, &im, &exact.permutations())).sqrt())
+        let own_solution = options.own_solution;
+        let floor_device = match exact_product::<B::InnerBackend>(&cfg.target, n, device)?.or(own_solution.clone()) {
+            Some(solution) => {
+                let (re, im) = solution.stacked_twiddles();
+                Some(scalar(inner_objective.loss(&re, &im, &solution.permutations())).sqrt())
             }
             None => None,
         };
@@ -200,6 +207,7 @@ impl<'a, B: FftBackend> Run<'a, B> {
             objective,
             inner_objective,
             floor_device,
+            own_solution,
             layer,
             optim,
             schedule,

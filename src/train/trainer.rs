@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
+use burn::backend::Autodiff;
 use serde::Serialize;
 
 use super::checkpoint;
@@ -14,13 +15,25 @@ use super::objective::{scalar, DENSE_MAX_N};
 use super::observer::{AttemptLog, Observer, Progress};
 use super::run::{Grown, Run, RunOptions};
 use super::state::Phase;
-use crate::backend::{dispatch, BackendKind, BackendTask, FftBackend, Precision, Selected};
+use crate::backend::{dispatch, select, BackendKind, BackendTask, FftBackend, NdArrayBackend, Precision, Selected};
 use crate::error::{Error, Result};
 use crate::metrics;
 use crate::nn::{model_class_for, ButterflyProduct, ModelChoice, PermutationSource};
 use crate::ops::Permutation;
 use crate::reference::factorizations::model_name;
 use crate::reference::Target;
+
+/// The solution whose rounding a floor measures.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FloorSource {
+    /// The target's exact factorization (a built-in target), its twiddles rounded to the
+    /// backend's float type, in unitary blocks.
+    ExactFactorization,
+    /// The model's own solution, trained in f64 from the same config and gauge-fixed as the
+    /// trainer leaves it, its twiddles rounded to the backend's float type: needs no answer.
+    OwnF64Solution,
+}
 
 /// The outcome of a run. The rmse and floor here are the f64 metric of [`crate::metrics`],
 /// computed after training from the layer's matrix on its backend.
@@ -46,10 +59,13 @@ pub struct TrainReport {
     pub loss: f64,
     /// rmse against the f64 target.
     pub rmse: f64,
-    /// The floor: the rmse of the target's exact factorization in this precision and backend.
+    /// The floor: the rmse of the target's exact factorization in this precision and backend,
+    /// or for a target with none, in f32, of the model's own f64 solution ([`FloorSource`]).
     pub floor: Option<f64>,
     /// rmse / floor.
     pub rmse_over_floor: Option<f64>,
+    /// What the floor measures (`None` where there is no floor).
+    pub floor_source: Option<FloorSource>,
     /// The bar this run had to reach ([`metrics::bar`]): 1e-14 in f64, the floor in f32; `None`
     /// in f32 for a target with no exact factorization (no floor) here.
     pub bar: Option<f64>,
@@ -175,7 +191,8 @@ impl Trainer {
         let half = RefCell::new(None);
         let grow =
             |attempt: usize, observer: &mut dyn Observer| self.grown::<B>(attempt, device, selected, &half, observer);
-        let options = RunOptions { resume: self.resume, stop: self.stop.as_deref(), grow: &grow };
+        let own_solution = self.own_solution::<B>(device, observer)?;
+        let options = RunOptions { resume: self.resume, stop: self.stop.as_deref(), grow: &grow, own_solution };
         let mut run = Run::<B>::start(&self.config, options, device, observer)?;
         run.announce(selected);
         // Adam then the polish, again from new random weights after a polish that stalled
@@ -185,6 +202,34 @@ impl Trainer {
             run.polish()?;
         }
         finish(run, selected)
+    }
+
+    /// For an f32 run on a target with no known factorization (a user's matrix), the model's
+    /// own f64 solution, as this backend evaluates it (its twiddles rounded to the backend's
+    /// float type): the same config trained in f64 on the CPU (ndarray; no checkpoints or logs,
+    /// its progress to `observer`), which the trainer leaves gauge-fixed. Its rmse is the f32
+    /// floor: what rounding a solution in the trainer's own gauge costs, found without an
+    /// answer. `None` in f64, for a target with an exact factorization (its floor is that
+    /// factorization's), and when the f64 run misses its own bar (no solution is known; the f32
+    /// run then has no bar).
+    fn own_solution<B: FftBackend>(
+        &self,
+        device: &B::Device,
+        observer: &mut dyn Observer,
+    ) -> Result<Option<ButterflyProduct<B::InnerBackend>>> {
+        let cfg = &self.config;
+        if Precision::of::<B>() != Precision::F32 || !matches!(cfg.target, Target::Matrix(_)) {
+            return Ok(None);
+        }
+        let config = TrainConfig { checkpoint_dir: None, log_dir: None, stop_rmse: None, ..cfg.clone() };
+        let trainer = Trainer { config, resume: false, stop: self.stop.clone() };
+        let selected = select(BackendKind::Ndarray, Precision::F64)?;
+        let (layer, report) =
+            trainer.run_on::<Autodiff<NdArrayBackend<f64>>>(&Default::default(), &selected, observer)?;
+        if !report.reached {
+            return Ok(None);
+        }
+        layer.cast::<B::InnerBackend>(device).map(Some)
     }
 
     /// Attempt `attempt`'s start grown from the layer trained at N/2 on the halved target, where
@@ -311,13 +356,20 @@ fn finish<B: FftBackend>(mut run: Run<'_, B>, selected: &Selected) -> Result<(Bu
     run.state.seconds = run.seconds();
     run.save()?;
     let (cfg, device) = (run.cfg, run.device);
+    let own_solution = run.own_solution.take();
     let (stages_learned, stages_fixed) = run.class.stage_counts();
     let permutations = run.class.sources.clone();
     let ended = run.close()?;
     let (layer, state) = (ended.layer, ended.state);
     let n = cfg.n;
     let rmse = metrics::rmse_to(&layer, &cfg.target)?;
-    let floor = metrics::floor::<B>(n, &cfg.target, device)?;
+    let (floor, floor_source) = match &own_solution {
+        Some(own) => (Some(metrics::rmse_to(own, &cfg.target)?), Some(FloorSource::OwnF64Solution)),
+        None => {
+            let floor = metrics::floor::<B>(n, &cfg.target, device)?;
+            (floor, floor.map(|_| FloorSource::ExactFactorization))
+        }
+    };
     let bar = metrics::bar(Precision::of::<B>(), floor);
     let report = TrainReport {
         n,
@@ -332,6 +384,7 @@ fn finish<B: FftBackend>(mut run: Run<'_, B>, selected: &Selected) -> Result<(Bu
         rmse,
         floor,
         rmse_over_floor: floor.map(|f| rmse / f),
+        floor_source,
         bar,
         reached: bar.is_some_and(|b| rmse <= b),
         model: cfg.model.map_or_else(|| model_name(&cfg.target), ModelChoice::name).to_string(),

@@ -6,6 +6,7 @@ use std::process::{Command, Output};
 
 use learned_fft::backend::{BackendKind, Precision};
 use learned_fft::nn::PermutationSource;
+use learned_fft::train::FloorSource;
 use learned_fft::{MatrixTarget, Target, TrainConfig, Trainer};
 use num_complex::{Complex, Complex64};
 
@@ -79,6 +80,27 @@ fn a_random_bp_given_as_a_matrix_is_learned_to_the_f64_bar() {
         assert_eq!(r.floor, None);
         assert_eq!((r.model.as_str(), r.stages_learned, r.stages_fixed), ("BP", n.trailing_zeros() as usize, 0));
         assert_eq!(r.permutations, [PermutationSource::Identified]);
+    }
+}
+
+#[test]
+fn a_random_bp_in_f32_reaches_the_rounding_of_its_own_f64_solution() {
+    for n in [8, 16] {
+        let target = Target::Matrix(MatrixTarget::new(random_bp(n, SEED + 10 + n as u64)).expect("a valid matrix"));
+        let config = TrainConfig::new(n).with_target(target).with_seed(n as u64);
+        let r =
+            Trainer::new(config).expect("a valid config").run(BackendKind::Ndarray, Precision::F32, &mut ()).unwrap();
+        // The bar needs no answer: the model's own f64 solution, rounded to f32.
+        assert_eq!(r.floor_source, Some(FloorSource::OwnF64Solution), "N = {n}");
+        let floor = r.floor.expect("the f64 run found a solution");
+        assert!(
+            r.reached && r.rmse <= floor,
+            "N = {n}: rmse {:.3e} = {:.3} × the floor {floor:.3e}",
+            r.rmse,
+            r.rmse / floor
+        );
+        // The floor is the rounding of a solution, not a training error: near f32's epsilon.
+        assert!(floor < 1e-6, "N = {n}: floor {floor:.3e}");
     }
 }
 
