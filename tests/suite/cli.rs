@@ -10,7 +10,7 @@ use learned_fft::train::{Checkpoint, DirLock};
 
 const EXE: &str = env!("CARGO_BIN_EXE_learned-fft");
 
-fn run(args: &[&str], env: &[(&str, &str)]) -> Output {
+pub(crate) fn run(args: &[&str], env: &[(&str, &str)]) -> Output {
     let mut cmd = Command::new(EXE);
     cmd.args(args).env_remove("LEARNED_FFT_BACKEND");
     for (k, v) in env {
@@ -19,12 +19,12 @@ fn run(args: &[&str], env: &[(&str, &str)]) -> Output {
     cmd.output().expect("the binary runs")
 }
 
-fn stderr(out: &Output) -> String {
+pub(crate) fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 /// The last stdout line, as JSON.
-fn last_json(out: &Output) -> serde_json::Value {
+pub(crate) fn last_json(out: &Output) -> serde_json::Value {
     let last = String::from_utf8_lossy(&out.stdout).lines().last().unwrap_or_default().to_string();
     serde_json::from_str(&last).unwrap_or_default()
 }

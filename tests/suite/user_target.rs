@@ -2,7 +2,7 @@
 //! and refused with a clear error when the file is not a matrix the trainer can take.
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
 use learned_fft::backend::{BackendKind, Precision};
 use learned_fft::nn::PermutationSource;
@@ -10,6 +10,7 @@ use learned_fft::train::FloorSource;
 use learned_fft::{MatrixTarget, Target, TrainConfig, Trainer};
 use num_complex::{Complex, Complex64};
 
+use crate::cli::{last_json, run, stderr};
 use crate::common::{entries, random_bp, random_unitary, save_npy, save_npy_ordered, scratch, SEED};
 
 /// The f64 bar: what a learned target must reach in f64 (as for the built-ins).
@@ -17,19 +18,9 @@ const F64_TRAIN_BAR: f64 = 1e-14;
 /// Relative error of an entry stored in single precision: half an ulp of f32.
 const F32_ENTRY_TOL: f64 = 6e-8;
 
-const EXE: &str = env!("CARGO_BIN_EXE_learned-fft");
-
+/// The binary, as a user runs it (no backend from the environment).
 fn cli(args: &[&str]) -> Output {
-    Command::new(EXE).args(args).env_remove("LEARNED_FFT_BACKEND").output().expect("the binary runs")
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
-fn last_json(out: &Output) -> serde_json::Value {
-    let last = String::from_utf8_lossy(&out.stdout).lines().last().unwrap_or_default().to_string();
-    serde_json::from_str(&last).unwrap_or_default()
+    run(args, &[])
 }
 
 fn read(path: &Path) -> Vec<Complex64> {
