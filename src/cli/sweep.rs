@@ -150,7 +150,8 @@ impl Sweep {
                 let seed = i as u64 * SEED_STRIDE;
                 let target = target_for(kind, n, seed)?;
                 // The floor on this backend, for the f32 bar and for stopping at it.
-                let bar = metrics::bar(self.precision, floor_on(&target, n, self.backend, self.precision)?);
+                let floor = floor_on(&target, n, self.backend, self.precision)?;
+                let bar = metrics::bar(self.precision, floor.map(|f| (f, metrics::FloorSource::ExactFactorization)));
                 let dir = self.scratch.join(format!("{kind}-n{n}-{}-{i}", self.precision));
                 let mut config = TrainConfig::new(n)
                     .with_target(target)

@@ -105,7 +105,7 @@ pub fn run(args: TrainArgs, global: &Global) -> learned_fft::Result<Value> {
 fn missed_bar(report: &TrainReport, model: Option<ModelChoice>, real: bool) -> String {
     let (target, precision) = (report.target.kind(), report.backend.precision);
     let chosen = model.map(|m| match &report.target {
-        Target::Matrix(_) => format!(" (model {} from --model)", m.name()),
+        Target::Matrix(_) | Target::Operator(_) => format!(" (model {} from --model)", m.name()),
         _ => format!(
             " (model {} from --model; the target's own class, {}, represents it exactly)",
             m.name(),
@@ -120,7 +120,7 @@ fn missed_bar(report: &TrainReport, model: Option<ModelChoice>, real: bool) -> S
             match (precision, report.floor_source) {
                 (Precision::F64, _) => "f64: 1e-14",
                 (Precision::F32, Some(FloorSource::OwnF64Solution)) => {
-                    "f32: the floor, the rmse in f32 on this backend of the model's own f64 solution"
+                    "f32: 1.05 × the floor, the rmse in f32 on this backend of the model's own f64 solution"
                 }
                 (Precision::F32, _) => "f32: the floor, its exact factorization's rmse in f32 on this backend",
             }

@@ -346,6 +346,9 @@ pub enum PermutationSource {
     /// The identity, as the class sets it: the class B, a later factor of BPBP, or a user's
     /// matrix that no permutation makes a butterfly.
     Identity,
+    /// The half-size member's permutation doubled (a grown run on a user's operator): found
+    /// from the matrix at the smallest size of the chain, and carried up by the doubling.
+    Grown,
 }
 
 /// The model class that represents a target exactly ([`model_class`]): a product of
@@ -575,7 +578,9 @@ fn model_class_with(target: &Target, n: usize, dense: Option<&ComplexMatrix>) ->
             (re, im)
         }),
     };
-    let mut sources = vec![PermutationSource::Table; permutations.len()];
+    // A user's target has no table: its factors keep the identity until one is found.
+    let given = if target.is_users() { PermutationSource::Identity } else { PermutationSource::Table };
+    let mut sources = vec![given; permutations.len()];
     let Some(dense) = dense else { return Ok(ModelClass { permutations, sources, learned, fixed, real: false }) };
     let unfound = || {
         Error::invalid(
@@ -588,7 +593,7 @@ fn model_class_with(target: &Target, n: usize, dense: Option<&ComplexMatrix>) ->
         let (perm, source) = match target {
             // A user's matrix need not be a butterfly after any permutation: where none is
             // found its model keeps the identity, trains like any other, and misses the bar.
-            Target::Matrix(m) => match butterfly_permutation(dense, m.tolerance())? {
+            Target::Matrix(_) | Target::Operator(_) => match butterfly_permutation(dense, user_tolerance(target))? {
                 Some(perm) => (Permutation::gather(perm)?, PermutationSource::Identified),
                 None => (Permutation::Identity, PermutationSource::Identity),
             },
@@ -617,6 +622,16 @@ fn model_class_with(target: &Target, n: usize, dense: Option<&ComplexMatrix>) ->
         sources[0] = PermutationSource::Identified;
     }
     Ok(ModelClass { permutations, sources, learned, fixed, real: false })
+}
+
+/// The relative tolerance to which a user's target's matrix is searched for structure: its
+/// entries' own ([`crate::reference::MatrixTarget::tolerance`]), f64's for an operator (whose
+/// images are computed in f64).
+fn user_tolerance(target: &Target) -> f64 {
+    match target {
+        Target::Matrix(m) => m.tolerance(),
+        _ => F64_TOLERANCE,
+    }
 }
 
 /// The matrix of a class's later factors with every learned stage's blocks set to generic

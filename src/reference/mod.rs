@@ -15,6 +15,8 @@
 //!   a grown circulant run polishes from.
 //! - [`matrix`]: the small dense complex matrix type these share.
 //! - [`user`]: a target a user brings as its matrix, in memory or from a `.npy` file.
+//! - [`operator`]: a target a user brings as code that applies it ([`Operator`]), which every
+//!   target implements.
 
 pub mod butterfly;
 pub mod dft;
@@ -22,10 +24,12 @@ pub mod factorizations;
 pub mod growth;
 pub mod identify;
 pub mod matrix;
+pub mod operator;
 pub mod targets;
 pub mod user;
 
 pub use dft::FftNorm;
 pub use matrix::ComplexMatrix;
+pub use operator::{Operator, OperatorTarget};
 pub use targets::{Target, TargetKind};
 pub use user::MatrixTarget;

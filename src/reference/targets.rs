@@ -13,6 +13,9 @@
 //! | Hartley | (cos(2π jk/N) + sin(2π jk/N)) / √N |
 //! | circulant | h[(k − j) mod N] (the matrix of circular convolution with h, unscaled) |
 //! | matrix | a user's own N×N matrix, as given ([`MatrixTarget`]; one size N) |
+//! | operator | a user's own transform, as its code applies it ([`OperatorTarget`]; a family) |
+//!
+//! Every target is an [`Operator`]: the objective reads each through that trait.
 
 use num_complex::Complex64;
 use rustdct::DctPlanner;
@@ -20,6 +23,7 @@ use serde::{Deserialize, Serialize};
 
 use super::dft::{fft_chunks, FftNorm};
 use super::matrix::ComplexMatrix;
+use super::operator::{Operator, OperatorTarget};
 use super::user::MatrixTarget;
 use crate::error::{check_power_of_two, Error, Result};
 
@@ -60,6 +64,8 @@ pub enum Target {
     },
     /// A user's own matrix, in memory or from a `.npy` file, of one size.
     Matrix(MatrixTarget),
+    /// A user's own operator (code that applies the transform), of the sizes it has.
+    Operator(OperatorTarget),
 }
 
 /// Which [`Target`], without its data: what `--target` names. Displays as its lowercase name
@@ -83,6 +89,8 @@ pub enum TargetKind {
     Circulant,
     /// A user's matrix (`--target-file`); not named by `--target`.
     Matrix,
+    /// A user's operator (in the library only); not named by `--target`.
+    Operator,
 }
 
 impl std::fmt::Display for TargetKind {
@@ -127,6 +135,7 @@ impl TargetKind {
             TargetKind::Hartley => "hartley",
             TargetKind::Circulant => "circulant",
             TargetKind::Matrix => "matrix",
+            TargetKind::Operator => "operator",
         }
     }
 
@@ -135,7 +144,8 @@ impl TargetKind {
     ///
     /// # Errors
     /// [`Error::InvalidInput`] when a kernel is given to a target that takes none, or the kind
-    /// is [`TargetKind::Matrix`] (whose target is its matrix: [`MatrixTarget`]).
+    /// is a user's ([`TargetKind::Matrix`], [`TargetKind::Operator`]: the target is the matrix
+    /// or the operator itself, [`MatrixTarget`], [`OperatorTarget`]).
     pub fn target(self, kernel: Vec<f64>) -> Result<Target> {
         if !kernel.is_empty() && self != TargetKind::Circulant {
             return Err(Error::invalid("target", "a kernel only for the circulant target", self));
@@ -148,8 +158,12 @@ impl TargetKind {
             TargetKind::Hadamard => Target::Hadamard,
             TargetKind::Hartley => Target::Hartley,
             TargetKind::Circulant => Target::Circulant { kernel },
-            TargetKind::Matrix => {
-                return Err(Error::invalid("target", "a built-in target (a matrix comes as a MatrixTarget)", self))
+            TargetKind::Matrix | TargetKind::Operator => {
+                return Err(Error::invalid(
+                    "target",
+                    "a built-in target (a user's comes as a MatrixTarget or an OperatorTarget)",
+                    self,
+                ))
             }
         })
     }
@@ -167,7 +181,14 @@ impl Target {
             Target::Hartley => TargetKind::Hartley,
             Target::Circulant { .. } => TargetKind::Circulant,
             Target::Matrix(_) => TargetKind::Matrix,
+            Target::Operator(_) => TargetKind::Operator,
         }
+    }
+
+    /// Whether a user brought it (a matrix or an operator): no factorization of it is known, and
+    /// the trainer uses only what it offers.
+    pub fn is_users(&self) -> bool {
+        matches!(self, Target::Matrix(_) | Target::Operator(_))
     }
 
     /// The target of size N/2 that a run at N grows from ([`crate::train::TrainConfig::grow_above`]):
@@ -175,7 +196,8 @@ impl Target {
     /// `h'[j] = (h[j] + h[j + N/2]) / √2`, whose eigenvalues are the even-indexed ones of `h`'s
     /// over √2 (`F_{N/2} h' = (F_N h)[2k] / √2`). The scale keeps the entries' spread of a random
     /// kernel: folded unscaled from N = 1024 down to 16, the eigenvalues were 8 times a random
-    /// kernel's at 16, and the runs there needed many more attempts.
+    /// kernel's at 16, and the runs there needed many more attempts. A user's operator is a
+    /// family: its member of half the size is the same operator at N/2.
     ///
     /// # Errors
     /// [`Error::InvalidInput`] when a circulant's kernel has odd length or fewer than 2 entries,
@@ -202,6 +224,20 @@ impl Target {
             }
             other => other.clone(),
         })
+    }
+
+    /// Whether the target has a member of size `n`: a circulant of its kernel's length, a user's
+    /// matrix of its size, a user's operator of the sizes it has, the others of every power of
+    /// two ≥ 2.
+    pub fn has_size(&self, n: usize) -> bool {
+        n >= 2
+            && n.is_power_of_two()
+            && match self {
+                Target::Circulant { kernel } => kernel.len() == n,
+                Target::Matrix(m) => m.n() == n,
+                Target::Operator(o) => o.has_size(n),
+                _ => true,
+            }
     }
 
     /// The dense N×N matrix of this target. N must be a power of two ≥ 2 (the butterfly's sizes).
@@ -280,6 +316,7 @@ impl Target {
                 x.chunks_mut(n).for_each(|c| c.iter_mut().zip(&h_hat).for_each(|(x, h)| *x *= h));
                 fft_chunks(x, n, true, FftNorm::Backward);
             }
+            Target::Operator(o) => o.apply(n, x)?,
             Target::Matrix(m) => {
                 check_size(m, n)?;
                 let m = m.matrix()?;
@@ -291,6 +328,24 @@ impl Target {
             }
         }
         Ok(())
+    }
+}
+
+/// Every target is an operator: the built-ins by their fast algorithms, a user's matrix by its
+/// product, a user's operator by its own code.
+impl Operator for Target {
+    fn name(&self) -> String {
+        match self {
+            Target::Matrix(m) => format!("matrix {}", m.source().unwrap_or("(in memory)")),
+            Target::Operator(o) => o.name().to_string(),
+            other => other.kind().to_string(),
+        }
+    }
+    fn has_size(&self, n: usize) -> bool {
+        Target::has_size(self, n)
+    }
+    fn apply(&self, n: usize, x: &mut [Complex64]) -> Result<()> {
+        Target::apply(self, n, x)
     }
 }
 

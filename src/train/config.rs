@@ -327,11 +327,11 @@ pub const GROW_PRODUCT_ABOVE: usize = 4;
 /// The size above which a run at N grows from N/2 when [`TrainConfig::grow_above`] is `None`:
 /// [`GROW_PRODUCT_ABOVE`] for the circulant, [`GROW_ONE_FACTOR_ABOVE`] for the others (the
 /// targets whose class has fixed stages, Hartley, DCT-II and DST-II, never grow); a user's
-/// matrix, of one size, never grows (`usize::MAX`).
+/// matrix, of one size, never grows, and a user's operator grows only when asked (`usize::MAX`).
 pub fn grow_above_default(target: &Target) -> usize {
     match target {
         Target::Circulant { .. } => GROW_PRODUCT_ABOVE,
-        Target::Matrix(_) => usize::MAX,
+        Target::Matrix(_) | Target::Operator(_) => usize::MAX,
         _ => GROW_ONE_FACTOR_ABOVE,
     }
 }
@@ -397,6 +397,28 @@ impl TrainConfig {
                     "no growing for a target matrix (it has no member of half the size)",
                     format!("grow_above = {}", self.grow_threshold()),
                 ));
+            }
+            // An operator not held (a config read back from a checkpoint) is checked when it is
+            // given again; the run refuses to start without it.
+            Target::Operator(o) if o.operator().is_ok() => {
+                // Where the run grows, every size of its chain down to the threshold.
+                let mut n = self.n;
+                while n >= 2 {
+                    if !o.has_size(n) {
+                        return Err(Error::invalid(
+                            "train",
+                            format!("the operator {} to have a member of size N = {n}", o.name()),
+                            match n == self.n {
+                                true => "none".to_string(),
+                                false => format!("none (a run at N = {} grows from N = {n})", self.n),
+                            },
+                        ));
+                    }
+                    if n <= self.grow_threshold().max(4) {
+                        break;
+                    }
+                    n /= 2;
+                }
             }
             _ => {}
         }

@@ -55,8 +55,9 @@ mod run;
 pub mod state;
 mod trainer;
 
+pub use crate::metrics::FloorSource;
 pub use checkpoint::{Checkpoint, DirLock};
 pub use config::TrainConfig;
 pub use observer::{AttemptLog, Observer, Progress};
 pub use state::{Phase, TrainState};
-pub use trainer::{FloorSource, TrainReport, Trainer, HALF_REUSE};
+pub use trainer::{TrainReport, Trainer, HALF_REUSE};

@@ -30,7 +30,7 @@ use crate::memory;
 use crate::nn::product_forward;
 use crate::ops::ButterflyOps;
 use crate::ops::Permutation;
-use crate::reference::{ComplexMatrix, Target};
+use crate::reference::{ComplexMatrix, Operator, Target};
 use crate::tensors::{eye, float_tensor};
 
 /// A complex `[rows, n]` batch as `(re, im)`.
@@ -73,11 +73,11 @@ impl Probes {
     }
 
     /// `rows` random probes (see the module docs) drawn from `seed`, and their images under
-    /// `target` by its fast algorithm.
+    /// `target` by its own code (a built-in [`Target`]'s fast algorithm, a user's operator).
     ///
     /// # Errors
-    /// Those of [`Target::apply`].
-    pub fn random(target: &Target, n: usize, rows: usize, seed: u64) -> Result<Self> {
+    /// Those of the target's [`Operator::apply`].
+    pub fn random(target: &dyn Operator, n: usize, rows: usize, seed: u64) -> Result<Self> {
         let mut rng = ChaCha8Rng::seed_from_u64(seed ^ PROBE_SEED_SALT);
         let sd = (0.5 / n as f64).sqrt();
         let mut draw = || {

@@ -24,8 +24,10 @@ use crate::backend::{FftBackend, Precision};
 use crate::error::{Error, Result};
 use crate::files;
 use crate::memory;
+use crate::metrics::FloorSource;
 use crate::nn::{
     exact_product, model_class_for, ButterflyInit, ButterflyProduct, ButterflyProductConfig, ModelChoice, ModelClass,
+    PermutationSource,
 };
 use crate::ops::Permutation;
 use crate::reference::factorizations::factor_count;
@@ -135,13 +137,20 @@ impl<'a, B: FftBackend> Run<'a, B> {
                 (Probes::basis(&dense), model_class_for(&cfg.target, n, Some(&dense), cfg.model)?)
             }
             false => {
-                // A user's matrix is at hand at any size: its class's permutation is found from it.
-                let dense = matches!(cfg.target, Target::Matrix(_)).then(|| cfg.target.matrix(n)).transpose()?;
+                // A user's matrix is at hand at any size, an operator's up to the dense objective's
+                // sizes (built from its images of the basis): its class's permutation is found
+                // from it.
+                let at_hand = match cfg.target {
+                    Target::Matrix(_) => true,
+                    Target::Operator(_) => n <= objective::DENSE_MAX_N,
+                    _ => false,
+                };
+                let dense = at_hand.then(|| cfg.target.matrix(n)).transpose()?;
                 let class = model_class_for(&cfg.target, n, dense.as_ref(), cfg.model)?;
                 (Probes::random(&cfg.target, n, rows, cfg.seed)?, class)
             }
         };
-        let class = ModelClass { real: cfg.real, ..class };
+        let mut class = ModelClass { real: cfg.real, ..class };
         let objective = Objective::<B>::from_probes(&probes, device);
         let inner_objective = Objective::<B::InnerBackend>::from_probes(&probes, device);
         drop(probes);
@@ -176,6 +185,12 @@ impl<'a, B: FftBackend> Run<'a, B> {
                 (layer, new_optim::<B>(), state, Vec::new())
             }
         };
+        // A user's target grown from its half-size member keeps that member's permutations,
+        // doubled: at the sizes with no matrix at hand they are known no other way.
+        if cfg.target.is_users() && state.grown_from.is_some() {
+            class.permutations = layer.permutations();
+            class.sources = vec![PermutationSource::Grown; class.permutations.len()];
+        }
         let resumed_from = options.resume.then_some(state.step);
         let schedule = schedule::<B>(cfg, state.attempt_step)?;
         if let Some(dir) = &cfg.checkpoint_dir {
@@ -252,7 +267,11 @@ impl<'a, B: FftBackend> Run<'a, B> {
     /// The bar as the device measures it ([`crate::metrics::bar`] of the device's floor): a
     /// polish that ends above it restarts the run while restarts remain.
     pub fn device_bar(&self) -> Option<f64> {
-        crate::metrics::bar(Precision::of::<B>(), self.floor_device)
+        let source = match self.own_solution {
+            Some(_) => FloorSource::OwnF64Solution,
+            None => FloorSource::ExactFactorization,
+        };
+        crate::metrics::bar(Precision::of::<B>(), self.floor_device.map(|f| (f, source)))
     }
 
     /// Whether this step gets a progress record (every `log_every` steps, and at `ends`).

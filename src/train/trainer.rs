@@ -17,23 +17,11 @@ use super::run::{Grown, Run, RunOptions};
 use super::state::Phase;
 use crate::backend::{dispatch, select, BackendKind, BackendTask, FftBackend, NdArrayBackend, Precision, Selected};
 use crate::error::{Error, Result};
-use crate::metrics;
+use crate::metrics::{self, FloorSource};
 use crate::nn::{model_class_for, ButterflyProduct, ModelChoice, PermutationSource};
 use crate::ops::Permutation;
 use crate::reference::factorizations::model_name;
-use crate::reference::Target;
-
-/// The solution whose rounding a floor measures.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum FloorSource {
-    /// The target's exact factorization (a built-in target), its twiddles rounded to the
-    /// backend's float type, in unitary blocks.
-    ExactFactorization,
-    /// The model's own solution, trained in f64 from the same config and gauge-fixed as the
-    /// trainer leaves it, its twiddles rounded to the backend's float type: needs no answer.
-    OwnF64Solution,
-}
+use crate::reference::{Operator, Target};
 
 /// The outcome of a run. The rmse and floor here are the f64 metric of [`crate::metrics`],
 /// computed after training from the layer's matrix on its backend.
@@ -66,8 +54,9 @@ pub struct TrainReport {
     pub rmse_over_floor: Option<f64>,
     /// What the floor measures (`None` where there is no floor).
     pub floor_source: Option<FloorSource>,
-    /// The bar this run had to reach ([`metrics::bar`]): 1e-14 in f64, the floor in f32; `None`
-    /// in f32 for a target with no exact factorization (no floor) here.
+    /// The bar this run had to reach ([`metrics::bar`]): 1e-14 in f64; in f32 the floor (an
+    /// exact factorization's) or 1.05 × the floor (the model's own solution's); `None` in f32
+    /// where there is no floor.
     pub bar: Option<f64>,
     /// Whether the rmse is at or under the bar (`false` where there is no bar).
     pub reached: bool,
@@ -218,7 +207,7 @@ impl Trainer {
         observer: &mut dyn Observer,
     ) -> Result<Option<ButterflyProduct<B::InnerBackend>>> {
         let cfg = &self.config;
-        if Precision::of::<B>() != Precision::F32 || !matches!(cfg.target, Target::Matrix(_)) {
+        if Precision::of::<B>() != Precision::F32 || !cfg.target.is_users() {
             return Ok(None);
         }
         let config = TrainConfig { checkpoint_dir: None, log_dir: None, stop_rmse: None, ..cfg.clone() };
@@ -283,12 +272,28 @@ impl Trainer {
         } else {
             None
         };
+        if !h.layer.permutations().iter().all(doubles) {
+            // A user's family whose half-size permutation is not one the doubling carries over
+            // (its member at N is not two of the member at N/2 and one stage).
+            return Err(Error::invalid(
+                "train.grow",
+                format!("a half-size layer with the bit reversal or the identity, to grow {} by doubling", cfg.target.name()),
+                format!(
+                    "{:?} found at N = {}: this family cannot be grown by doubling; train it at N = {} without grow_above",
+                    h.layer.permutations(),
+                    cfg.n / 2,
+                    cfg.n
+                ),
+            ));
+        }
         let (layer, aligned) = match aligned {
             Some(layer) => (layer, true),
             None => (h.layer.doubled(cfg.seed + attempt as u64)?, false),
         };
         *cached = Some(h);
-        if layer.permutations() != class.permutations {
+        // A user's target has no permutations of its own at N without its matrix: the doubled
+        // half-size member's are its class's (see `Run::start`).
+        if !cfg.target.is_users() && layer.permutations() != class.permutations {
             return Err(Error::invalid(
                 "train.grow",
                 format!("the permutations of the model class at N = {}", cfg.n),
@@ -370,7 +375,7 @@ fn finish<B: FftBackend>(mut run: Run<'_, B>, selected: &Selected) -> Result<(Bu
             (floor, floor.map(|_| FloorSource::ExactFactorization))
         }
     };
-    let bar = metrics::bar(Precision::of::<B>(), floor);
+    let bar = metrics::bar(Precision::of::<B>(), floor.zip(floor_source));
     let report = TrainReport {
         n,
         target: cfg.target.clone(),

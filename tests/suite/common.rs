@@ -258,3 +258,76 @@ pub fn save_npy_ordered<T: npyz::AutoSerialize>(
     w.extend(values).expect("the array");
     w.finish().expect("the file");
 }
+
+/// A user's operator as a user would write one: H₂ ⊗ F_{N/2}, the unitary DFT of each half
+/// (rustfft) followed by the 2×2 Hadamard across the halves, at every size ≥ 2 (a family), with
+/// its adjoint (`wrong_adjoint`: the forward map given as the adjoint, which is not it).
+pub struct KronHadamardDft {
+    pub wrong_adjoint: bool,
+}
+
+impl KronHadamardDft {
+    /// `y = (H₂ ⊗ F) x` on each length-n vector, with F the unitary DFT of n/2.
+    fn map(n: usize, x: &mut [Complex64]) {
+        let h = n / 2;
+        let fft = rustfft::FftPlanner::<f64>::new().plan_fft_forward(h);
+        let s = std::f64::consts::FRAC_1_SQRT_2;
+        for v in x.chunks_mut(n) {
+            // rustfft transforms each length-h chunk of the buffer: the two halves.
+            fft.process(v);
+            v.iter_mut().for_each(|z| *z /= (h as f64).sqrt());
+            for i in 0..h {
+                let (a, b) = (v[i], v[i + h]);
+                (v[i], v[i + h]) = ((a + b) * s, (a - b) * s);
+            }
+        }
+    }
+
+    /// Its entry (k, j) in closed form.
+    pub fn entry(n: usize, k: usize, j: usize) -> Complex64 {
+        let h = n / 2;
+        let sign = if k >= h && j >= h { -1.0 } else { 1.0 };
+        let theta = -2.0 * std::f64::consts::PI * ((k % h) * (j % h) % h) as f64 / h as f64;
+        Complex64::from_polar(sign * std::f64::consts::FRAC_1_SQRT_2 / (h as f64).sqrt(), theta)
+    }
+}
+
+impl learned_fft::Operator for KronHadamardDft {
+    fn name(&self) -> String {
+        "H2 ⊗ DFT".into()
+    }
+    fn has_size(&self, n: usize) -> bool {
+        n >= 2
+    }
+    fn apply(&self, n: usize, x: &mut [Complex64]) -> learned_fft::Result<()> {
+        Self::map(n, x);
+        Ok(())
+    }
+    fn apply_adjoint(&self, n: usize, x: &mut [Complex64]) -> Option<learned_fft::Result<()>> {
+        // (H₂ ⊗ F)* = (I ⊗ F⁻¹)(H₂ ⊗ I): the Hadamard first, then the inverse DFT of each half.
+        if self.wrong_adjoint {
+            return Some(self.apply(n, x));
+        }
+        let (h, s) = (n / 2, std::f64::consts::FRAC_1_SQRT_2);
+        for v in x.chunks_mut(n) {
+            for i in 0..h {
+                let (a, b) = (v[i], v[i + h]);
+                (v[i], v[i + h]) = ((a + b) * s, (a - b) * s);
+            }
+        }
+        Self::map_halves_inverse(n, x);
+        Some(Ok(()))
+    }
+}
+
+impl KronHadamardDft {
+    /// The unitary inverse DFT of each half of each length-n vector.
+    fn map_halves_inverse(n: usize, x: &mut [Complex64]) {
+        let h = n / 2;
+        let ifft = rustfft::FftPlanner::<f64>::new().plan_fft_inverse(h);
+        for half in x.chunks_mut(h) {
+            ifft.process(half);
+            half.iter_mut().for_each(|z| *z /= (h as f64).sqrt());
+        }
+    }
+}

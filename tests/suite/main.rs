@@ -19,6 +19,8 @@
 //! - `user_target`: a user's own matrix: `.npy` files of every accepted dtype and order read
 //!   exactly, a random BP learned from its matrix alone (library and `train --target-file`),
 //!   a matrix no butterfly represents ends with its rmse, and bad files are refused.
+//! - `user_operator`: a user's own operator: learned from its images alone, grown from its
+//!   member of half the size, resumed only with the operator given again, bad operators refused.
 //! - `cli`: the binary as a user runs it: sizes and counts it refuses, the backend flag over the
 //!   environment, one trainer per checkpoint directory, SIGTERM/SIGINT leave a checkpoint.
 //!
@@ -38,4 +40,5 @@ mod spectral;
 mod spectral_kernels;
 mod train;
 mod truth;
+mod user_operator;
 mod user_target;

@@ -44,12 +44,14 @@ fn closed_form(target: &Target, n: usize) -> ComplexMatrix {
         Target::Circulant { kernel } => r(kernel[(k + n - j) % n]),
         // A user's matrix is its entries.
         Target::Matrix(m) => m.matrix().expect("held in memory").get(k, j),
+        // The one operator of these tests.
+        Target::Operator(_) => KronHadamardDft::entry(n, k, j),
     })
 }
 
 /// Every target at size `n` (the circulant with a standard normal kernel drawn from `n`, a
-/// user's matrix a random BP).
-fn every_target(n: usize) -> [Target; 8] {
+/// user's matrix a random BP, a user's operator H₂ ⊗ DFT).
+fn every_target(n: usize) -> [Target; 9] {
     let kernel = normals(n as u64, n);
     let matrix = learned_fft::MatrixTarget::new(crate::common::random_bp(n, n as u64)).expect("a valid matrix");
     [
@@ -61,6 +63,9 @@ fn every_target(n: usize) -> [Target; 8] {
         Target::Hartley,
         Target::Circulant { kernel },
         Target::Matrix(matrix),
+        Target::Operator(
+            learned_fft::OperatorTarget::new(KronHadamardDft { wrong_adjoint: false }).expect("a valid operator"),
+        ),
     ]
 }
 

@@ -84,8 +84,10 @@ fn a_random_bp_in_f32_reaches_the_rounding_of_its_own_f64_solution() {
         // The bar needs no answer: the model's own f64 solution, rounded to f32.
         assert_eq!(r.floor_source, Some(FloorSource::OwnF64Solution), "N = {n}");
         let floor = r.floor.expect("the f64 run found a solution");
+        // Within the rounding's own spread of it (metrics::F32_OWN_BAR_OVER_FLOOR).
+        assert_eq!(r.bar, Some(learned_fft::metrics::F32_OWN_BAR_OVER_FLOOR * floor));
         assert!(
-            r.reached && r.rmse <= floor,
+            r.reached && r.rmse <= r.bar.unwrap(),
             "N = {n}: rmse {:.3e} = {:.3} × the floor {floor:.3e}",
             r.rmse,
             r.rmse / floor
