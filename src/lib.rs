@@ -30,3 +30,16 @@ pub use train::{TrainConfig, TrainReport, Trainer};
 
 pub use burn;
 
+/// The guide's Rust snippets, compiled and run as doctests like the README's, so the guide
+/// cannot drift from the code either.
+#[cfg(doctest)]
+mod guide {
+    #[doc = include_str!("../docs/guide/layers.md")]
+    struct Layers;
+    #[doc = include_str!("../docs/guide/models.md")]
+    struct Models;
+    #[doc = include_str!("../docs/guide/spectral-loss.md")]
+    struct SpectralLoss;
+    #[doc = include_str!("../docs/guide/training.md")]
+    struct Training;
+}
