@@ -5,6 +5,9 @@
 //! unitary scaling in f64 ([`Target::matrix`]). This is the metric of Dao et al. (2019, table 1),
 //! so numbers compare with theirs.
 //!
+//! For a user's data (pairs, no matrix) the rmse is the one the pairs estimate
+//! ([`rmse_on_data`]).
+//!
 //! **floor** = the same rmse for the exact-twiddle butterfly (twiddles computed in f64, then cast)
 //! evaluated in the same dtype on the same backend: what rounding alone costs, and the bar a
 //! trained layer is measured against.
@@ -13,7 +16,7 @@ use crate::backend::Precision;
 use crate::error::{Error, Result};
 use crate::nn::{exact_fft, exact_product, LinearTransform};
 use crate::ops::ButterflyOps;
-use crate::reference::{ComplexMatrix, Target};
+use crate::reference::{ComplexMatrix, DataTarget, Target};
 
 /// rmse of a layer (a [`crate::nn::Butterfly`] or a [`crate::nn::ButterflyProduct`]) against a
 /// target matrix (see the module docs).
@@ -43,6 +46,9 @@ const BLOCK_ENTRIES: usize = 1 << 22;
 /// [`Error::OutOfMemory`] when a block does not fit.
 pub fn rmse_to(layer: &impl LinearTransform, target: &Target) -> Result<f64> {
     let n = layer.size();
+    if let Target::Data(d) = target {
+        return rmse_on_data(layer, d);
+    }
     let block = (BLOCK_ENTRIES / n).clamp(1, n);
     let mut sum = 0.0;
     for start in (0..n).step_by(block) {
@@ -54,6 +60,31 @@ pub fn rmse_to(layer: &impl LinearTransform, target: &Target) -> Result<f64> {
         sum += images.iter().zip(&truth).map(|(y, t)| (y - t).norm_sqr()).sum::<f64>();
     }
     Ok((sum / (n as f64 * n as f64)).sqrt())
+}
+
+/// The rmse of a layer that user data estimate ([`DataTarget`]): √(Σ |M x − y|² / (N Σ |x|²))
+/// over the pairs, with M x as the layer computes it on its backend, a block of pairs at a time.
+///
+/// # Errors
+/// [`Error::InvalidInput`] when the data's size is not the layer's, or the inputs are all zero;
+/// those of [`DataTarget::pairs`]; [`Error::OutOfMemory`] when a block does not fit.
+pub fn rmse_on_data(layer: &impl LinearTransform, data: &DataTarget) -> Result<f64> {
+    let n = layer.size();
+    if data.n() != n {
+        return Err(Error::invalid("rmse", format!("data of size {n}"), data.n()));
+    }
+    let pairs = data.pairs()?;
+    let block = (BLOCK_ENTRIES / n).max(1) * n;
+    let (mut residual, mut input) = (0.0, 0.0);
+    for (x, y) in pairs.inputs.chunks(block).zip(pairs.outputs.chunks(block)) {
+        let images = layer.images(x)?;
+        residual += images.iter().zip(y).map(|(m, y)| (m - y).norm_sqr()).sum::<f64>();
+        input += x.iter().map(|z| z.norm_sqr()).sum::<f64>();
+    }
+    if input == 0.0 {
+        return Err(Error::invalid("rmse", "data with a non-zero input", "every input zero"));
+    }
+    Ok((residual / (n as f64 * input)).sqrt())
 }
 
 /// The floor for `target` at size `n` on backend `B`: the rmse of its exact factorization

@@ -6,7 +6,7 @@ use clap::builder::PossibleValuesParser;
 use clap::{Arg, ArgAction, ArgMatches, Args};
 use learned_fft::backend::Precision;
 use learned_fft::nn::ModelChoice;
-use learned_fft::reference::MatrixTarget;
+use learned_fft::reference::{DataTarget, MatrixTarget};
 use learned_fft::train::config::{ConfigField, FieldKind};
 use learned_fft::train::FloorSource;
 use learned_fft::{Target, TargetKind, TrainConfig, TrainReport, Trainer};
@@ -20,7 +20,8 @@ const DEFAULT_N: usize = 64;
 
 #[derive(Args)]
 pub struct TrainArgs {
-    /// Transform size N (a power of two) [default: 64, or the size of --target-file's matrix].
+    /// Transform size N (a power of two) [default: 64, or the size of --target-file's matrix or
+    /// of --data's vectors].
     #[arg(long)]
     n: Option<usize>,
     /// Target transform.
@@ -33,6 +34,10 @@ pub struct TrainArgs {
     /// complex128; N a power of two), instead of --target.
     #[arg(long, value_name = "M.npy", conflicts_with_all = ["target", "kernel"])]
     target_file: Option<std::path::PathBuf>,
+    /// Your own target as data: inputs X and outputs Y, each a [pairs, N] array saved by
+    /// numpy.save (one vector per row; real or complex, f32 or f64), instead of --target.
+    #[arg(long, num_args = 2, value_names = ["X.npy", "Y.npy"], conflicts_with_all = ["target", "kernel", "target_file"])]
+    data: Vec<std::path::PathBuf>,
     #[command(flatten)]
     config: ConfigFlags,
     /// Complex butterflies (the default).
@@ -51,13 +56,15 @@ pub struct TrainArgs {
 
 impl TrainArgs {
     fn config(&self) -> learned_fft::Result<TrainConfig> {
-        let target = match &self.target_file {
-            Some(path) => Target::Matrix(MatrixTarget::read_npy(path)?),
-            None => self.target.target(self.kernel.clone())?,
+        let target = match (&self.target_file, &self.data[..]) {
+            (Some(path), _) => Target::Matrix(MatrixTarget::read_npy(path)?),
+            (None, [x, y]) => Target::Data(DataTarget::read_npy(x, y)?),
+            _ => self.target.target(self.kernel.clone())?,
         };
         let n = match (&target, self.n) {
             (_, Some(n)) => n,
             (Target::Matrix(m), None) => m.n(),
+            (Target::Data(d), None) => d.n(),
             (_, None) => DEFAULT_N,
         };
         let mut c = TrainConfig::new(n).with_target(target);
@@ -105,7 +112,7 @@ pub fn run(args: TrainArgs, global: &Global) -> learned_fft::Result<Value> {
 fn missed_bar(report: &TrainReport, model: Option<ModelChoice>, real: bool) -> String {
     let (target, precision) = (report.target.kind(), report.backend.precision);
     let chosen = model.map(|m| match &report.target {
-        Target::Matrix(_) | Target::Operator(_) => format!(" (model {} from --model)", m.name()),
+        Target::Matrix(_) | Target::Operator(_) | Target::Data(_) => format!(" (model {} from --model)", m.name()),
         _ => format!(
             " (model {} from --model; the target's own class, {}, represents it exactly)",
             m.name(),
@@ -125,8 +132,8 @@ fn missed_bar(report: &TrainReport, model: Option<ModelChoice>, real: bool) -> S
                 (Precision::F32, _) => "f32: the floor, its exact factorization's rmse in f32 on this backend",
             }
         ),
-        None if target == TargetKind::Matrix => format!(
-            "train: the matrix at N = {}: rmse {:.3e}; its f32 bar is the rounding of the model's own f64 solution, \
+        None if matches!(target, TargetKind::Matrix | TargetKind::Data) => format!(
+            "train: the {target} at N = {}: rmse {:.3e}; its f32 bar is the rounding of the model's own f64 solution, \
              and the f64 run found none (it ended above 1e-14), so there is no f32 bar",
             report.n, report.rmse
         ),

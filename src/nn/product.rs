@@ -11,7 +11,9 @@ use burn::config::Config;
 use burn::module::{Module, Param};
 use burn::tensor::{backend::Backend, Tensor};
 
-use super::butterfly::{basis_images_on_backend, dense_on_backend, Butterfly, ButterflyConfig, ButterflyInit};
+use super::butterfly::{
+    basis_images_on_backend, dense_on_backend, images_on_backend, Butterfly, ButterflyConfig, ButterflyInit,
+};
 use crate::error::{check_power_of_two, Error, Result};
 use crate::ops::butterfly::{ButterflyOps, Permutation, Tangent};
 use crate::reference::butterfly::{apply, product_matrix};
@@ -593,10 +595,12 @@ fn model_class_with(target: &Target, n: usize, dense: Option<&ComplexMatrix>) ->
         let (perm, source) = match target {
             // A user's matrix need not be a butterfly after any permutation: where none is
             // found its model keeps the identity, trains like any other, and misses the bar.
-            Target::Matrix(_) | Target::Operator(_) => match butterfly_permutation(dense, user_tolerance(target))? {
-                Some(perm) => (Permutation::gather(perm)?, PermutationSource::Identified),
-                None => (Permutation::Identity, PermutationSource::Identity),
-            },
+            Target::Matrix(_) | Target::Operator(_) | Target::Data(_) => {
+                match butterfly_permutation(dense, user_tolerance(target))? {
+                    Some(perm) => (Permutation::gather(perm)?, PermutationSource::Identified),
+                    None => (Permutation::Identity, PermutationSource::Identity),
+                }
+            }
             _ => {
                 let perm = butterfly_permutation(dense, F64_TOLERANCE)?.ok_or_else(unfound)?;
                 (Permutation::gather(perm)?, PermutationSource::Identified)
@@ -625,11 +629,13 @@ fn model_class_with(target: &Target, n: usize, dense: Option<&ComplexMatrix>) ->
 }
 
 /// The relative tolerance to which a user's target's matrix is searched for structure: its
-/// entries' own ([`crate::reference::MatrixTarget::tolerance`]), f64's for an operator (whose
-/// images are computed in f64).
+/// entries' own ([`crate::reference::MatrixTarget::tolerance`]), data's own for the matrix fitted
+/// to it ([`crate::reference::DataTarget::tolerance`]), f64's for an operator (whose images are
+/// computed in f64).
 fn user_tolerance(target: &Target) -> f64 {
     match target {
         Target::Matrix(m) => m.tolerance(),
+        Target::Data(d) => d.tolerance(),
         _ => F64_TOLERANCE,
     }
 }
@@ -692,6 +698,14 @@ pub trait LinearTransform {
     /// [`Error::InvalidInput`] when the range leaves `0..N`; [`Error::OutOfMemory`] when the
     /// batch does not fit.
     fn basis_images(&self, start: usize, count: usize) -> Result<Vec<num_complex::Complex64>>;
+
+    /// The images of the rows of `x` (row-major `[rows, N]`) as the layer computes them on its
+    /// backend and dtype (the inputs rounded to it).
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] when `x` is not a non-zero multiple of N values;
+    /// [`Error::OutOfMemory`] when the batch does not fit.
+    fn images(&self, x: &[num_complex::Complex64]) -> Result<Vec<num_complex::Complex64>>;
 }
 
 impl<B: ButterflyOps> LinearTransform for Butterfly<B> {
@@ -703,6 +717,9 @@ impl<B: ButterflyOps> LinearTransform for Butterfly<B> {
     }
     fn basis_images(&self, start: usize, count: usize) -> Result<Vec<num_complex::Complex64>> {
         basis_images_on_backend(self.n(), start, count, &self.twiddle_re.device(), |re, im| self.forward(re, im))
+    }
+    fn images(&self, x: &[num_complex::Complex64]) -> Result<Vec<num_complex::Complex64>> {
+        images_on_backend(self.n(), x, &self.twiddle_re.device(), |re, im| self.forward(re, im))
     }
 }
 
@@ -716,5 +733,9 @@ impl<B: ButterflyOps> LinearTransform for ButterflyProduct<B> {
     fn basis_images(&self, start: usize, count: usize) -> Result<Vec<num_complex::Complex64>> {
         let device = self.factors[0].twiddle_re.device();
         basis_images_on_backend(self.n(), start, count, &device, |re, im| self.forward(re, im))
+    }
+    fn images(&self, x: &[num_complex::Complex64]) -> Result<Vec<num_complex::Complex64>> {
+        let device = self.factors[0].twiddle_re.device();
+        images_on_backend(self.n(), x, &device, |re, im| self.forward(re, im))
     }
 }

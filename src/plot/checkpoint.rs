@@ -9,6 +9,7 @@ use super::heatmap::matrix_error;
 use crate::backend::{dispatch, BackendKind, BackendTask, FftBackend, Precision, Selected};
 use crate::error::Result;
 use crate::ops::ButterflyOps;
+use crate::reference::Target;
 use crate::tensors::to_f64_vec;
 use crate::train::Checkpoint;
 
@@ -91,10 +92,28 @@ pub fn checkpoint_pictures_on<B: ButterflyOps>(
     }
     let layer = ckpt.product::<B>(device)?;
     let learned = layer.matrix_on_backend()?;
-    let target = cfg.target.matrix(n)?;
-    pictures.rmse = learned.rmse(&target)?;
-    matrix_error(file(ERROR_FILE), &learned, &target, &format!("Learned matrix M against the target T: {name}"))?;
-    pictures.written.push(file(ERROR_FILE).display().to_string());
+    // Data has no matrix: its rmse is the one its pairs estimate, and its picture is against the
+    // matrix fitted to them where they determine one.
+    let (target, against) = match &cfg.target {
+        Target::Data(d) => {
+            pictures.rmse = crate::metrics::rmse_on_data(&layer, d)?;
+            (d.fitted_matrix()?, "the matrix fitted to the data")
+        }
+        t => {
+            let target = t.matrix(n)?;
+            pictures.rmse = learned.rmse(&target)?;
+            (Some(target), "the target T")
+        }
+    };
+    match target {
+        Some(target) => {
+            matrix_error(file(ERROR_FILE), &learned, &target, &format!("Learned matrix M against {against}: {name}"))?;
+            pictures.written.push(file(ERROR_FILE).display().to_string());
+        }
+        None => pictures.skipped.push(format!(
+            "{ERROR_FILE}: the data determine no matrix (fewer pairs than N, ill-conditioned inputs, or N > 1024)"
+        )),
+    }
     let (re, im) = layer.stacked_twiddles();
     let (re, im) = (to_f64_vec(re), to_f64_vec(im));
     twiddle_magnitudes(file(TWIDDLES_FILE), n, &re, &im, &format!("Twiddle magnitudes per stage: {name}"))?;

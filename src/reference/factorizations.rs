@@ -106,9 +106,9 @@ pub(crate) fn blocks(n: usize, mut block: impl FnMut(usize, usize) -> [Complex64
 /// it (for memory estimates before anything is allocated).
 pub fn factor_count(target: &Target) -> usize {
     match target {
-        // A user's matrix or operator: its own class is BP (the permutation found from the
+        // A user's matrix, operator or data: its own class is BP (the permutation found from the
         // matrix, where one makes it a butterfly), and no factorization of it is known.
-        Target::Dft | Target::Idft | Target::Hadamard | Target::Matrix(_) | Target::Operator(_) => 1,
+        Target::Dft | Target::Idft | Target::Hadamard | Target::Matrix(_) | Target::Operator(_) | Target::Data(_) => 1,
         Target::Circulant { .. } => 2,
         Target::Hartley | Target::Dct2 | Target::Dst2 => 3,
     }
@@ -157,7 +157,7 @@ pub fn permutations(target: &Target, n: usize) -> Result<Vec<Vec<usize>>> {
     let (br, identity) = (bit_reversal(n), (0..n).collect::<Vec<_>>());
     Ok(match target {
         Target::Dft | Target::Idft => vec![br],
-        Target::Hadamard | Target::Matrix(_) | Target::Operator(_) => vec![identity],
+        Target::Hadamard | Target::Matrix(_) | Target::Operator(_) | Target::Data(_) => vec![identity],
         Target::Circulant { .. } => vec![br.clone(), br],
         Target::Hartley => vec![br, identity.clone(), identity],
         Target::Dct2 | Target::Dst2 => {
@@ -184,7 +184,7 @@ pub fn exact(target: &Target, n: usize) -> Result<Option<Factorization>> {
     };
     Ok(Some(match target {
         // A user's matrix or operator: none is known (the trainer learns one).
-        Target::Matrix(_) | Target::Operator(_) => return Ok(None),
+        Target::Matrix(_) | Target::Operator(_) | Target::Data(_) => return Ok(None),
         Target::Dft | Target::Idft => single(perm(), fft_twiddles(n, *target == Target::Idft, FftNorm::Ortho)),
         Target::Hadamard => {
             let (p, m) = (Complex64::new(FRAC_1_SQRT_2, 0.0), Complex64::new(-FRAC_1_SQRT_2, 0.0));

@@ -15,19 +15,23 @@
 //!   a grown circulant run polishes from.
 //! - [`matrix`]: the small dense complex matrix type these share.
 //! - [`user`]: a target a user brings as its matrix, in memory or from a `.npy` file.
+//! - [`data`]: a target a user brings as input/output pairs, in memory or from `.npy` files.
 //! - [`operator`]: a target a user brings as code that applies it ([`Operator`]), which every
 //!   target implements.
 
 pub mod butterfly;
+pub mod data;
 pub mod dft;
 pub mod factorizations;
 pub mod growth;
 pub mod identify;
 pub mod matrix;
+pub(crate) mod npy;
 pub mod operator;
 pub mod targets;
 pub mod user;
 
+pub use data::DataTarget;
 pub use dft::FftNorm;
 pub use matrix::ComplexMatrix;
 pub use operator::{Operator, OperatorTarget};

@@ -14,6 +14,7 @@
 //! | circulant | h[(k − j) mod N] (the matrix of circular convolution with h, unscaled) |
 //! | matrix | a user's own N×N matrix, as given ([`MatrixTarget`]; one size N) |
 //! | operator | a user's own transform, as its code applies it ([`OperatorTarget`]; a family) |
+//! | data | a user's own input/output pairs ([`DataTarget`]; one size N, no matrix) |
 //!
 //! Every target is an [`Operator`]: the objective reads each through that trait.
 
@@ -21,6 +22,7 @@ use num_complex::Complex64;
 use rustdct::DctPlanner;
 use serde::{Deserialize, Serialize};
 
+use super::data::DataTarget;
 use super::dft::{fft_chunks, FftNorm};
 use super::matrix::ComplexMatrix;
 use super::operator::{Operator, OperatorTarget};
@@ -66,6 +68,8 @@ pub enum Target {
     Matrix(MatrixTarget),
     /// A user's own operator (code that applies the transform), of the sizes it has.
     Operator(OperatorTarget),
+    /// A user's own input/output pairs, of one size: no matrix, no code.
+    Data(DataTarget),
 }
 
 /// Which [`Target`], without its data: what `--target` names. Displays as its lowercase name
@@ -91,6 +95,8 @@ pub enum TargetKind {
     Matrix,
     /// A user's operator (in the library only); not named by `--target`.
     Operator,
+    /// A user's input/output pairs (`--data`); not named by `--target`.
+    Data,
 }
 
 impl std::fmt::Display for TargetKind {
@@ -136,6 +142,7 @@ impl TargetKind {
             TargetKind::Circulant => "circulant",
             TargetKind::Matrix => "matrix",
             TargetKind::Operator => "operator",
+            TargetKind::Data => "data",
         }
     }
 
@@ -144,8 +151,9 @@ impl TargetKind {
     ///
     /// # Errors
     /// [`Error::InvalidInput`] when a kernel is given to a target that takes none, or the kind
-    /// is a user's ([`TargetKind::Matrix`], [`TargetKind::Operator`]: the target is the matrix
-    /// or the operator itself, [`MatrixTarget`], [`OperatorTarget`]).
+    /// is a user's ([`TargetKind::Matrix`], [`TargetKind::Operator`], [`TargetKind::Data`]: the
+    /// target is the matrix, the operator or the data itself, [`MatrixTarget`],
+    /// [`OperatorTarget`], [`DataTarget`]).
     pub fn target(self, kernel: Vec<f64>) -> Result<Target> {
         if !kernel.is_empty() && self != TargetKind::Circulant {
             return Err(Error::invalid("target", "a kernel only for the circulant target", self));
@@ -158,10 +166,10 @@ impl TargetKind {
             TargetKind::Hadamard => Target::Hadamard,
             TargetKind::Hartley => Target::Hartley,
             TargetKind::Circulant => Target::Circulant { kernel },
-            TargetKind::Matrix | TargetKind::Operator => {
+            TargetKind::Matrix | TargetKind::Operator | TargetKind::Data => {
                 return Err(Error::invalid(
                     "target",
-                    "a built-in target (a user's comes as a MatrixTarget or an OperatorTarget)",
+                    "a built-in target (a user's comes as a MatrixTarget, OperatorTarget or DataTarget)",
                     self,
                 ))
             }
@@ -182,13 +190,14 @@ impl Target {
             Target::Circulant { .. } => TargetKind::Circulant,
             Target::Matrix(_) => TargetKind::Matrix,
             Target::Operator(_) => TargetKind::Operator,
+            Target::Data(_) => TargetKind::Data,
         }
     }
 
-    /// Whether a user brought it (a matrix or an operator): no factorization of it is known, and
-    /// the trainer uses only what it offers.
+    /// Whether a user brought it (a matrix, an operator or data): no factorization of it is
+    /// known, and the trainer uses only what it offers.
     pub fn is_users(&self) -> bool {
-        matches!(self, Target::Matrix(_) | Target::Operator(_))
+        matches!(self, Target::Matrix(_) | Target::Operator(_) | Target::Data(_))
     }
 
     /// The target of size N/2 that a run at N grows from ([`crate::train::TrainConfig::grow_above`]):
@@ -201,7 +210,7 @@ impl Target {
     ///
     /// # Errors
     /// [`Error::InvalidInput`] when a circulant's kernel has odd length or fewer than 2 entries,
-    /// or for a user's matrix (of one size: it has no member of half the size).
+    /// or for a user's matrix or data (of one size: no member of half the size).
     pub fn halved(&self) -> Result<Target> {
         Ok(match self {
             Target::Matrix(m) => {
@@ -209,6 +218,13 @@ impl Target {
                     "target.halved",
                     "a target with a member of half the size",
                     format!("a matrix of one size (N = {})", m.n()),
+                ))
+            }
+            Target::Data(d) => {
+                return Err(Error::invalid(
+                    "target.halved",
+                    "a target with a member of half the size",
+                    format!("data of one size (N = {})", d.n()),
                 ))
             }
             Target::Circulant { kernel } => {
@@ -236,6 +252,7 @@ impl Target {
                 Target::Circulant { kernel } => kernel.len() == n,
                 Target::Matrix(m) => m.n() == n,
                 Target::Operator(o) => o.has_size(n),
+                Target::Data(d) => d.n() == n,
                 _ => true,
             }
     }
@@ -248,6 +265,9 @@ impl Target {
     /// does not fit; those of [`MatrixTarget::matrix`].
     pub fn matrix(&self, n: usize) -> Result<ComplexMatrix> {
         check_power_of_two("target.matrix", n)?;
+        if let Target::Data(_) = self {
+            return Err(no_matrix("target.matrix"));
+        }
         if let Target::Matrix(m) = self {
             check_size(m, n)?;
             return Ok((*m.matrix()?).clone());
@@ -317,6 +337,7 @@ impl Target {
                 fft_chunks(x, n, true, FftNorm::Backward);
             }
             Target::Operator(o) => o.apply(n, x)?,
+            Target::Data(_) => return Err(no_matrix("target.apply")),
             Target::Matrix(m) => {
                 check_size(m, n)?;
                 let m = m.matrix()?;
@@ -338,6 +359,10 @@ impl Operator for Target {
         match self {
             Target::Matrix(m) => format!("matrix {}", m.source().unwrap_or("(in memory)")),
             Target::Operator(o) => o.name().to_string(),
+            Target::Data(d) => match d.sources() {
+                Some([x, y]) => format!("data {x} → {y}"),
+                None => "data (in memory)".to_string(),
+            },
             other => other.kind().to_string(),
         }
     }
@@ -347,6 +372,15 @@ impl Operator for Target {
     fn apply(&self, n: usize, x: &mut [Complex64]) -> Result<()> {
         Target::apply(self, n, x)
     }
+}
+
+/// Data is its pairs: it has no matrix and applies to no other vector.
+fn no_matrix(op: &'static str) -> Error {
+    Error::invalid(
+        op,
+        "a target with a matrix or an operator",
+        "data, which has only its pairs (DataTarget::fitted_matrix fits a matrix to them)",
+    )
 }
 
 /// A user's matrix is of one size: `n` must be it.

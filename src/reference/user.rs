@@ -5,15 +5,14 @@
 //! input permutation that makes it a butterfly where one exists (found from the entries,
 //! [`crate::reference::identify`]). Nothing about where it came from.
 
-use std::io::Cursor;
 use std::path::Path;
 use std::sync::Arc;
 
-use num_complex::{Complex, Complex64};
 use serde::{Deserialize, Serialize};
 
 use super::identify::{F32_TOLERANCE, F64_TOLERANCE};
 use super::matrix::ComplexMatrix;
+use super::npy::read_2d;
 use crate::error::{Error, Result};
 
 /// The operation named in a target file's errors.
@@ -195,72 +194,17 @@ fn check_entries(op: &'static str, what: &str, m: &ComplexMatrix) -> Result<()> 
 /// Reads the square matrix of a `.npy` file (see [`MatrixTarget::read_npy`]), and whether its
 /// entries were in single precision.
 fn read_npy(path: &Path) -> Result<(ComplexMatrix, bool)> {
+    let a = read_2d(OP, path)?;
     let shown = path.display();
     let bad = |expected: &str, got: String| Error::invalid(OP, format!("{shown} to be {expected}"), got);
-    let bytes = std::fs::read(path).map_err(|e| Error::io(OP, path, e))?;
-    let mut cursor = Cursor::new(&bytes[..]);
-    let header = npyz::NpyHeader::from_reader(&mut cursor)
-        .map_err(|e| bad("a numpy .npy file (numpy.save)", format!("a file whose header does not parse ({e})")))?;
-    let data = &bytes[usize::try_from(cursor.position()).unwrap_or(bytes.len()).min(bytes.len())..];
-    let npy = npyz::NpyFile::with_header(header, data);
-    let shape = npy.shape().to_vec();
-    let (rows, cols) = match shape[..] {
-        [rows, cols] => (rows, cols),
-        _ => return Err(bad("a two-dimensional array (a matrix)", format!("shape {shape:?}"))),
-    };
+    let (rows, cols) = (a.rows, a.cols);
     if rows != cols {
         return Err(bad("a square matrix", format!("shape {rows}×{cols}")));
     }
-    let n = usize::try_from(rows).map_err(|_| bad("a matrix that fits in memory", format!("N = {rows}")))?;
-    if n < 2 || !n.is_power_of_two() {
-        return Err(bad("N×N with N a power of two ≥ 2 (a butterfly's size)", format!("{n}×{n}")));
+    if rows < 2 || !rows.is_power_of_two() {
+        return Err(bad("N×N with N a power of two ≥ 2 (a butterfly's size)", format!("{rows}×{cols}")));
     }
-    let npyz::DType::Plain(ty) = npy.dtype() else {
-        return Err(bad("an array of plain numbers", format!("a structured dtype {}", npy.dtype().descr())));
-    };
-    let elem = match (ty.type_char(), ty.size_field()) {
-        (npyz::TypeChar::Float, 4 | 8) | (npyz::TypeChar::Complex, 8 | 16) => ty.size_field(),
-        _ => {
-            return Err(bad(
-                "float32, float64, complex64 or complex128",
-                format!("dtype {ty} (cast it first, e.g. a.astype(numpy.complex128))"),
-            ))
-        }
-    };
-    // The entries as complex f64, and the file's data as read, at once.
-    let needed = crate::memory::product(&[n, n, 16 + elem as usize]);
-    crate::memory::ensure(OP, || format!("the {n}×{n} matrix of {shown}"), needed)?;
-    let data_bytes = data.len() as u64;
-    let expected = (n as u64) * (n as u64) * elem;
-    if data_bytes != expected {
-        let what = if data_bytes < expected { "truncated" } else { "longer than its array" };
-        return Err(bad(
-            &format!("{expected} bytes of data after the header ({n}×{n} {ty})"),
-            format!("{data_bytes} bytes: the file is {what}"),
-        ));
-    }
-    let order = npy.order();
-    let io = |e: std::io::Error| bad("a readable array", format!("an array that does not read back ({e})"));
-    let values: Vec<Complex64> = match (ty.type_char(), elem) {
-        (npyz::TypeChar::Float, 4) => {
-            npy.into_vec::<f32>().map_err(io)?.into_iter().map(|x| Complex64::new(x.into(), 0.0)).collect()
-        }
-        (npyz::TypeChar::Float, _) => {
-            npy.into_vec::<f64>().map_err(io)?.into_iter().map(|x| Complex64::new(x, 0.0)).collect()
-        }
-        (_, 8) => npy
-            .into_vec::<Complex<f32>>()
-            .map_err(io)?
-            .into_iter()
-            .map(|z| Complex64::new(z.re.into(), z.im.into()))
-            .collect(),
-        _ => npy.into_vec::<Complex64>().map_err(io)?,
-    };
-    let matrix = match order {
-        npyz::Order::C => ComplexMatrix::from_row_major(n, values),
-        npyz::Order::Fortran => Some(ComplexMatrix::from_fn(n, |r, c| values[c * n + r])),
-    }
-    .ok_or_else(|| bad(&format!("{n}×{n} entries"), "another count".into()))?;
-    check_entries(OP, &format!("{shown}"), &matrix)?;
-    Ok((matrix, elem == 4 || ty.type_char() == npyz::TypeChar::Complex && elem == 8))
+    let matrix = ComplexMatrix::from_row_major(rows, a.values)
+        .ok_or_else(|| bad(&format!("{rows}×{cols} entries"), "another count".into()))?;
+    Ok((matrix, a.single))
 }

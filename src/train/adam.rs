@@ -62,7 +62,8 @@ impl<B: FftBackend> Run<'_, B> {
     /// One step: the loss, the phase switch, the checkpoint, the update.
     fn adam_step(&mut self) -> Result<()> {
         let (tw_re, tw_im) = self.layer.stacked_twiddles();
-        let loss = self.objective.loss(&tw_re, &tw_im, &self.perms);
+        let batch = self.objective.minibatch(self.state.attempt_step, self.cfg.batch_size);
+        let loss = batch.loss(&tw_re, &tw_im, &self.perms);
         let value = scalar(loss.clone());
         if !value.is_finite() {
             return Err(Error::Diverged { what: "loss", value, step: self.state.step });

@@ -226,6 +226,13 @@ train_config! {
         /// and [`PROBES`](crate::train::objective::PROBES) ([`crate::train::objective`]).
         #[config(default = "None")]
         pub probes: Option<usize>,
+        /// Rows of the objective's batch per Adam step, taken in turn (unset: the whole batch
+        /// every step). The polish always measures the whole batch.
+        ///
+        /// For large data ([`crate::reference::DataTarget`]): Adam's steps then cost a
+        /// minibatch each, and its phase switch reads the minibatch's loss.
+        #[config(default = "None")]
+        pub batch_size: Option<usize>,
         /// Above this N a run of the DFT, iDFT, Hadamard transform or circulant starts from the
         /// layer trained at N/2, grown to N (unset: 4096, the circulant 4; N or more: from
         /// random weights at every size).
@@ -331,7 +338,7 @@ pub const GROW_PRODUCT_ABOVE: usize = 4;
 pub fn grow_above_default(target: &Target) -> usize {
     match target {
         Target::Circulant { .. } => GROW_PRODUCT_ABOVE,
-        Target::Matrix(_) | Target::Operator(_) => usize::MAX,
+        Target::Matrix(_) | Target::Operator(_) | Target::Data(_) => usize::MAX,
         _ => GROW_ONE_FACTOR_ABOVE,
     }
 }
@@ -370,6 +377,7 @@ impl TrainConfig {
             ("log_every", self.log_every),
             ("cg_iters", self.cg_iters),
             ("probes", self.probes.unwrap_or(1)),
+            ("batch_size", self.batch_size.unwrap_or(1)),
         ] {
             if v == 0 {
                 return Err(Error::invalid("train", format!("{name} ≥ 1"), v));
@@ -389,6 +397,16 @@ impl TrainConfig {
                     "train",
                     format!("n = {} (the size of the target matrix, {source})", m.n()),
                     self.n,
+                ));
+            }
+            Target::Data(d) if d.n() != self.n => {
+                return Err(Error::invalid("train", format!("n = {} (the size of the data's vectors)", d.n()), self.n));
+            }
+            Target::Data(_) if self.grow_threshold() < self.n || self.probes.is_some() => {
+                return Err(Error::invalid(
+                    "train",
+                    "no growing and no probes for data (its pairs are its objective, of one size)",
+                    format!("grow_above = {}, probes = {:?}", self.grow_threshold(), self.probes),
                 ));
             }
             Target::Matrix(_) if self.grow_threshold() < self.n => {

@@ -30,7 +30,7 @@ use crate::memory;
 use crate::nn::product_forward;
 use crate::ops::ButterflyOps;
 use crate::ops::Permutation;
-use crate::reference::{ComplexMatrix, Operator, Target};
+use crate::reference::{ComplexMatrix, DataTarget, Operator, Target};
 use crate::tensors::{eye, float_tensor};
 
 /// A complex `[rows, n]` batch as `(re, im)`.
@@ -59,6 +59,9 @@ pub struct Probes {
     rows: usize,
     /// Input rows; `None`: the identity basis (rows = n).
     input: Option<Vec<Complex64>>,
+    /// The inputs' mean squared norm per row, which the loss divides by (1 for the identity
+    /// basis, and taken as 1 for the probes, whose expected squared norm it is).
+    power: f64,
     /// The target's image of each input row.
     images: Vec<Complex64>,
 }
@@ -69,7 +72,7 @@ impl Probes {
         let n = t.n();
         // Row j is T e_j, column j of T.
         let images = (0..n * n).map(|i| t.get(i % n, i / n)).collect();
-        Probes { n, rows: n, input: None, images }
+        Probes { n, rows: n, input: None, images, power: 1.0 }
     }
 
     /// `rows` random probes (see the module docs) drawn from `seed`, and their images under
@@ -87,7 +90,28 @@ impl Probes {
         let input: Vec<Complex64> = (0..rows * n).map(|_| Complex64::new(draw(), draw())).collect();
         let mut images = input.clone();
         target.apply(n, &mut images)?;
-        Ok(Probes { n, rows, input: Some(input), images })
+        Ok(Probes { n, rows, input: Some(input), images, power: 1.0 })
+    }
+
+    /// A user's pairs, both sides scaled by the power of two that brings the inputs' mean
+    /// squared norm nearest 1 (exact: inputs that are f32 numbers stay f32 numbers), and the
+    /// loss divided by that mean: it is the rmse² the pairs estimate
+    /// ([`crate::metrics::rmse_on_data`]), as on the identity basis and the probes, whatever the
+    /// data's scale.
+    ///
+    /// # Errors
+    /// [`crate::Error::InvalidInput`] when every input is zero; those of [`DataTarget::pairs`].
+    pub fn data(data: &DataTarget) -> Result<Self> {
+        let (n, rows) = (data.n(), data.rows());
+        let pairs = data.pairs()?;
+        let mean: f64 = pairs.inputs.iter().map(|z| z.norm_sqr()).sum::<f64>() / rows as f64;
+        if mean == 0.0 {
+            return Err(crate::Error::invalid("target data", "a non-zero input", "every input zero"));
+        }
+        let scale = (-mean.log2() / 2.0).round().exp2();
+        let scaled = |v: &[Complex64]| v.iter().map(|z| z * scale).collect::<Vec<_>>();
+        let (input, images) = (scaled(&pairs.inputs), scaled(&pairs.outputs));
+        Ok(Probes { n, rows, input: Some(input), images, power: mean * scale * scale })
     }
 
     /// Rows of the batch.
@@ -101,6 +125,8 @@ impl Probes {
 pub struct Objective<B: Backend> {
     n: usize,
     rows: usize,
+    /// The inputs' mean squared norm per row ([`Probes`]).
+    power: f64,
     /// The input batch `[rows, n]`: re, im.
     input: Complex2<B>,
     /// The target's images of the input rows, rounded to the float type: re, im.
@@ -163,7 +189,7 @@ impl<B: Backend> Objective<B> {
             }
             Some(x) => (t(x.iter().map(|z| z.re).collect()), t(x.iter().map(|z| z.im).collect())),
         };
-        Objective { n, rows, input, hi: (t(hi(&re)), t(hi(&im))), lo: (t(lo(&re)), t(lo(&im))) }
+        Objective { n, rows, power: p.power, input, hi: (t(hi(&re)), t(hi(&im))), lo: (t(lo(&re)), t(lo(&im))) }
     }
 
     /// Transform size.
@@ -181,15 +207,33 @@ impl<B: Backend> Objective<B> {
         self.input.clone()
     }
 
+    /// Minibatch `k` of `size` rows (Adam's step `k` with
+    /// [`TrainConfig::batch_size`](super::TrainConfig::batch_size)): the rows from `k · size`
+    /// on, wrapping around the batch, so consecutive steps go through every row in turn. The
+    /// whole objective when `size` is `None` or at least its rows.
+    pub fn minibatch(&self, k: usize, size: Option<usize>) -> Objective<B> {
+        let size = match size {
+            Some(s) if s < self.rows => s,
+            _ => return self.clone(),
+        };
+        let start = (k % self.rows.div_ceil(size)) * size;
+        let rows = size.min(self.rows - start);
+        let part = |t: &Tensor<B, 2>| t.clone().narrow(0, start, rows);
+        let pair = |(re, im): &Complex2<B>| (part(re), part(im));
+        let (input, hi, lo) = (pair(&self.input), pair(&self.hi), pair(&self.lo));
+        Objective { n: self.n, rows, power: self.power, input, hi, lo }
+    }
+
     /// `(y − hi) − lo` for the layer's output `y` on the input batch.
     pub fn residual(&self, y: Complex2<B>) -> Complex2<B> {
         ((y.0 - self.hi.0.clone()) - self.lo.0.clone(), (y.1 - self.hi.1.clone()) - self.lo.1.clone())
     }
 
-    /// Σ |r|² over the entries divided by rows · n, summed per row first (a `[1]` tensor).
+    /// Σ |r|² over the entries divided by rows · n and by the inputs' mean squared norm (1 but
+    /// for data), summed per row first (a `[1]` tensor).
     pub fn mean_square(&self, r: &Complex2<B>) -> Tensor<B, 1> {
         let sq = r.0.clone().powi_scalar(2) + r.1.clone().powi_scalar(2);
-        sq.sum_dim(1).sum().div_scalar((self.rows * self.n) as f64)
+        sq.sum_dim(1).sum().div_scalar((self.rows * self.n) as f64 * self.power)
     }
 
     /// The loss of a product with stacked twiddles `(tw_re, tw_im)` (`[K · log2 n, n/2, 2, 2]`)

@@ -123,20 +123,32 @@ impl<'a, B: FftBackend> Run<'a, B> {
         let n = cfg.n;
         let float = std::mem::size_of::<B::FloatElem>();
         let factors = cfg.model.map_or_else(|| factor_count(&cfg.target), |m| m.factors());
-        let rows = objective::rows_for(n, cfg.probes);
-        let what = || match rows == n {
-            true => format!("training at N = {n} ({}, dense N×N objective)", Precision::of::<B>()),
-            false => format!("training at N = {n} ({}, objective on {rows} probes)", Precision::of::<B>()),
+        let rows = match &cfg.target {
+            Target::Data(d) => d.rows(),
+            _ => objective::rows_for(n, cfg.probes),
+        };
+        let what = || match (&cfg.target, rows == n) {
+            (Target::Data(_), _) => {
+                format!("training at N = {n} ({}, objective on {rows} pairs)", Precision::of::<B>())
+            }
+            (_, true) => format!("training at N = {n} ({}, dense N×N objective)", Precision::of::<B>()),
+            (_, false) => format!("training at N = {n} ({}, objective on {rows} probes)", Precision::of::<B>()),
         };
         memory::ensure("train", what, objective::bytes_needed(n, rows, factors, float))?;
         // The identity basis (the dense matrix, from which a one-factor class's permutation is
         // found), or random probes (no N×N matrix; the permutation of the exact factorization).
-        let (probes, class) = match cfg.probes.is_none() && rows == n {
-            true => {
+        let (probes, class) = match &cfg.target {
+            // A user's pairs are the batch; the matrix fitted to them, where they determine it,
+            // is where the permutation is found.
+            Target::Data(d) => {
+                let fitted = d.fitted_matrix()?;
+                (Probes::data(d)?, model_class_for(&cfg.target, n, fitted.as_ref(), cfg.model)?)
+            }
+            _ if cfg.probes.is_none() && rows == n => {
                 let dense = cfg.target.matrix(n)?;
                 (Probes::basis(&dense), model_class_for(&cfg.target, n, Some(&dense), cfg.model)?)
             }
-            false => {
+            _ => {
                 // A user's matrix is at hand at any size, an operator's up to the dense objective's
                 // sizes (built from its images of the basis): its class's permutation is found
                 // from it.

@@ -19,6 +19,9 @@
 //! - `user_target`: a user's own matrix: `.npy` files of every accepted dtype and order read
 //!   exactly, a random BP learned from its matrix alone (library and `train --target-file`),
 //!   a matrix no butterfly represents ends with its rmse, and bad files are refused.
+//! - `user_data`: a user's own input/output pairs: learned from the pairs alone (in code, in
+//!   f32 against its own solution, on minibatches, and through `train --data`), too few pairs
+//!   keep the identity permutation, and bad files are refused.
 //! - `user_operator`: a user's own operator: learned from its images alone, grown from its
 //!   member of half the size, resumed only with the operator given again, bad operators refused.
 //! - `cli`: the binary as a user runs it: sizes and counts it refuses, the backend flag over the
@@ -40,5 +43,6 @@ mod spectral;
 mod spectral_kernels;
 mod train;
 mod truth;
+mod user_data;
 mod user_operator;
 mod user_target;

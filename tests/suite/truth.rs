@@ -46,6 +46,7 @@ fn closed_form(target: &Target, n: usize) -> ComplexMatrix {
         Target::Matrix(m) => m.matrix().expect("held in memory").get(k, j),
         // The one operator of these tests.
         Target::Operator(_) => KronHadamardDft::entry(n, k, j),
+        Target::Data(_) => unreachable!("data has no matrix, and is not among these targets"),
     })
 }
 

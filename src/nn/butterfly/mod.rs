@@ -262,6 +262,26 @@ pub(crate) fn dense_on_backend<B: Backend>(
 /// The images of the basis vectors `e_start … e_{start+count−1}` under a linear layer of size `n`
 /// as it computes them on `B`, row-major `[count, n]` in f64 (row r is `M e_{start+r}`, column
 /// `start + r` of its matrix).
+/// The images of the rows of `x` (row-major `[rows, n]`) under `forward` on `device`.
+pub(crate) fn images_on_backend<B: Backend>(
+    n: usize,
+    x: &[num_complex::Complex64],
+    device: &B::Device,
+    forward: impl FnOnce(Tensor<B, 2>, Tensor<B, 2>) -> Result<(Tensor<B, 2>, Tensor<B, 2>)>,
+) -> Result<Vec<num_complex::Complex64>> {
+    if x.is_empty() || !x.len().is_multiple_of(n) {
+        return Err(Error::invalid("images", format!("a non-zero multiple of n = {n} values"), x.len()));
+    }
+    let rows = x.len() / n;
+    let float = std::mem::size_of::<B::FloatElem>();
+    let needed = memory::sum(&[memory::product(&[rows, n, 6, float]), memory::product(&[rows, n, 16])]);
+    memory::ensure("images", || format!("{rows} vectors' images at N = {n}"), needed)?;
+    let part =
+        |f: fn(&num_complex::Complex64) -> f64| float_tensor::<B, 2>(x.iter().map(f).collect(), [rows, n], device);
+    let (yr, yi) = forward(part(|z| z.re), part(|z| z.im))?;
+    Ok(to_f64_vec(yr).into_iter().zip(to_f64_vec(yi)).map(|(re, im)| num_complex::Complex64::new(re, im)).collect())
+}
+
 pub(crate) fn basis_images_on_backend<B: Backend>(
     n: usize,
     start: usize,
