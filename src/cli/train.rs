@@ -31,11 +31,12 @@ pub struct TrainArgs {
     #[arg(long, value_delimiter = ',', allow_hyphen_values = true)]
     kernel: Vec<f64>,
     /// Your own target: an N×N matrix saved by numpy.save (float32, float64, complex64 or
-    /// complex128; N a power of two), instead of --target.
+    /// complex128) or in a .safetensors file (F32 or F64, [N, N] or [N, N, 2] for complex; N a
+    /// power of two), instead of --target.
     #[arg(long, value_name = "M.npy", conflicts_with_all = ["target", "kernel"])]
     target_file: Option<std::path::PathBuf>,
-    /// Your own target as data: inputs X and outputs Y, each a [pairs, N] array saved by
-    /// numpy.save (one vector per row; real or complex, f32 or f64), instead of --target.
+    /// Your own target as data: inputs X and outputs Y, each a [pairs, N] array (one vector per
+    /// row; real or complex, f32 or f64) in a .npy or .safetensors file, instead of --target.
     #[arg(long, num_args = 2, value_names = ["X.npy", "Y.npy"], conflicts_with_all = ["target", "kernel", "target_file"])]
     data: Vec<std::path::PathBuf>,
     #[command(flatten)]
@@ -57,8 +58,8 @@ pub struct TrainArgs {
 impl TrainArgs {
     fn config(&self) -> learned_fft::Result<TrainConfig> {
         let target = match (&self.target_file, &self.data[..]) {
-            (Some(path), _) => Target::Matrix(MatrixTarget::read_npy(path)?),
-            (None, [x, y]) => Target::Data(DataTarget::read_npy(x, y)?),
+            (Some(path), _) => Target::Matrix(MatrixTarget::read(path)?),
+            (None, [x, y]) => Target::Data(DataTarget::read(x, y)?),
             _ => self.target.target(self.kernel.clone())?,
         };
         let n = match (&target, self.n) {

@@ -1,5 +1,5 @@
 //! A target a user brings as data: pairs of input and output vectors of a linear map, and nothing
-//! else (no matrix, no code). Given in memory, or read from two numpy `.npy` files.
+//! else (no matrix, no code). Given in memory, or read from two `.npy` or `.safetensors` files.
 //!
 //! The trainer measures the layer on the pairs ([`crate::train::objective::Probes::data`]) and
 //! reports the rmse they estimate ([`DataTarget`]). Where the inputs span the space (at least N
@@ -13,9 +13,9 @@ use std::sync::Arc;
 use num_complex::Complex64;
 use serde::{Deserialize, Serialize};
 
+use super::arrays::read_2d;
 use super::identify::{F32_TOLERANCE, F64_TOLERANCE};
 use super::matrix::ComplexMatrix;
-use super::npy::read_2d;
 use crate::error::{Error, Result};
 
 /// The operation named in data's errors.
@@ -118,14 +118,15 @@ impl DataTarget {
         })
     }
 
-    /// The target of the pairs in two numpy `.npy` files: `inputs` and `outputs`, each a
-    /// two-dimensional array `[rows, N]` (one vector per row; the same shape) of float32,
-    /// float64, complex64 or complex128, with finite entries; N is their number of columns.
+    /// The target of the pairs in two files, `inputs` and `outputs`, each a two-dimensional
+    /// array `[rows, N]` (one vector per row; the same shape) with finite entries, in either of
+    /// the formats of [`crate::reference::MatrixTarget::read`] (`.npy`, or `.safetensors` with
+    /// `[rows, N, 2]` for complex values); N is their number of columns.
     ///
     /// # Errors
     /// [`Error::Io`] when a file cannot be read; [`Error::InvalidInput`], naming the file and the
     /// problem, when it is not such an array or the two shapes differ; [`Error::OutOfMemory`].
-    pub fn read_npy(inputs: impl AsRef<Path>, outputs: impl AsRef<Path>) -> Result<Self> {
+    pub fn read(inputs: impl AsRef<Path>, outputs: impl AsRef<Path>) -> Result<Self> {
         let (xp, yp) = (inputs.as_ref(), outputs.as_ref());
         let (x, y) = (read_2d(OP, xp)?, read_2d(OP, yp)?);
         if (x.rows, x.cols) != (y.rows, y.cols) {
@@ -184,7 +185,7 @@ impl DataTarget {
     ///
     /// # Errors
     /// [`Error::InvalidInput`] when the pairs are not held and were given in memory, or their
-    /// files now hold other pairs; those of [`DataTarget::read_npy`].
+    /// files now hold other pairs; those of [`DataTarget::read`].
     pub fn pairs(&self) -> Result<Arc<Pairs>> {
         if let Some(p) = &self.pairs {
             return Ok(p.clone());
@@ -196,7 +197,7 @@ impl DataTarget {
                 "a target read back from a checkpoint",
             ));
         };
-        let again = DataTarget::read_npy(x, y)?;
+        let again = DataTarget::read(x, y)?;
         if again != *self {
             return Err(Error::invalid(
                 OP,
@@ -207,7 +208,7 @@ impl DataTarget {
                 format!("{} pairs, checksum {:08x}: the files changed", again.rows, again.checksum),
             ));
         }
-        Ok(again.pairs.expect("read_npy holds its pairs"))
+        Ok(again.pairs.expect("read holds its pairs"))
     }
 
     /// The matrix T that fits the pairs best (least squares: the T minimising Σ |T x − y|²),

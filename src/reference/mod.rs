@@ -19,6 +19,7 @@
 //! - [`operator`]: a target a user brings as code that applies it ([`Operator`]), which every
 //!   target implements.
 
+pub(crate) mod arrays;
 pub mod butterfly;
 pub mod data;
 pub mod dft;
@@ -26,7 +27,6 @@ pub mod factorizations;
 pub mod growth;
 pub mod identify;
 pub mod matrix;
-pub(crate) mod npy;
 pub mod operator;
 pub mod targets;
 pub mod user;

@@ -1,5 +1,5 @@
 //! A target a user brings as its dense matrix: given in memory, or read from a numpy `.npy` file
-//! (`numpy.save`; read by the npyz crate).
+//! (`numpy.save`) or a `.safetensors` file.
 //!
 //! The trainer uses only what the matrix offers: its entries (the objective), its size, and the
 //! input permutation that makes it a butterfly where one exists (found from the entries,
@@ -10,9 +10,9 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+use super::arrays::read_2d;
 use super::identify::{F32_TOLERANCE, F64_TOLERANCE};
 use super::matrix::ComplexMatrix;
-use super::npy::read_2d;
 use crate::error::{Error, Result};
 
 /// The operation named in a target file's errors.
@@ -92,18 +92,22 @@ impl MatrixTarget {
         })
     }
 
-    /// The target of the matrix in the numpy `.npy` file at `path`: a two-dimensional square
-    /// array of float32, float64, complex64 or complex128 (either byte order, C or Fortran
-    /// order), of a power-of-two size ≥ 2, with finite entries.
+    /// The target of the matrix in the file at `path`, of a power-of-two size N ≥ 2 with finite
+    /// entries:
+    /// - a `.safetensors` file (by its extension) of one F32 or F64 tensor, `[N, N]` for a real
+    ///   matrix or `[N, N, 2]` for a complex one (real and imaginary parts last, as
+    ///   `torch.view_as_real` writes them);
+    /// - otherwise a numpy `.npy` file of a two-dimensional array of float32, float64, complex64
+    ///   or complex128 (either byte order, C or Fortran order).
     ///
     /// # Errors
     /// [`Error::Io`] when the file cannot be read; [`Error::InvalidInput`], naming the file and
-    /// the problem, when it is not such an array (not a `.npy` file, another dtype or shape, a
-    /// truncated file or one with bytes after the array, a NaN or infinite entry);
-    /// [`Error::OutOfMemory`] when the matrix would not fit.
-    pub fn read_npy(path: impl AsRef<Path>) -> Result<Self> {
+    /// the problem, when it is not such an array (not a file of its format, another dtype or
+    /// shape, more than one tensor, a truncated file or one with bytes after the array, a NaN or
+    /// infinite entry); [`Error::OutOfMemory`] when the matrix would not fit.
+    pub fn read(path: impl AsRef<Path>) -> Result<Self> {
         let path = path.as_ref();
-        let (matrix, single) = read_npy(path)?;
+        let (matrix, single) = read_matrix(path)?;
         let source = Some(path.display().to_string());
         Ok(MatrixTarget { source, n: matrix.n(), checksum: checksum(&matrix), single, entries: Some(Arc::new(matrix)) })
     }
@@ -134,7 +138,7 @@ impl MatrixTarget {
     ///
     /// # Errors
     /// [`Error::InvalidInput`] when the entries are not held and the target was given in
-    /// memory, or its file now holds another matrix; those of [`MatrixTarget::read_npy`].
+    /// memory, or its file now holds another matrix; those of [`MatrixTarget::read`].
     pub fn matrix(&self) -> Result<Arc<ComplexMatrix>> {
         if let Some(m) = &self.entries {
             return Ok(m.clone());
@@ -146,7 +150,7 @@ impl MatrixTarget {
                 "a target read back from a checkpoint",
             ));
         };
-        let again = MatrixTarget::read_npy(source)?;
+        let again = MatrixTarget::read(source)?;
         if again != *self {
             return Err(Error::invalid(
                 OP,
@@ -157,7 +161,7 @@ impl MatrixTarget {
                 format!("N = {}, checksum {:08x}: the file changed", again.n, again.checksum),
             ));
         }
-        Ok(again.entries.expect("read_npy holds its entries"))
+        Ok(again.entries.expect("read holds its entries"))
     }
 }
 
@@ -191,9 +195,9 @@ fn check_entries(op: &'static str, what: &str, m: &ComplexMatrix) -> Result<()> 
     Ok(())
 }
 
-/// Reads the square matrix of a `.npy` file (see [`MatrixTarget::read_npy`]), and whether its
+/// Reads the square matrix of a file (see [`MatrixTarget::read`]), and whether its
 /// entries were in single precision.
-fn read_npy(path: &Path) -> Result<(ComplexMatrix, bool)> {
+fn read_matrix(path: &Path) -> Result<(ComplexMatrix, bool)> {
     let a = read_2d(OP, path)?;
     let shown = path.display();
     let bad = |expected: &str, got: String| Error::invalid(OP, format!("{shown} to be {expected}"), got);

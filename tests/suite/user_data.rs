@@ -60,6 +60,23 @@ fn a_random_bp_is_learned_from_its_pairs_alone() {
 }
 
 #[test]
+fn the_dfts_bit_reversal_is_found_from_its_pairs_alone() {
+    // Pairs of the unitary DFT (rustfft) and nothing else: the permutation the trainer ends
+    // with is the bit reversal, found from the matrix the pairs determine.
+    let n = 32;
+    let x = complex(&normals(SEED + 30, 2 * n * n), &normals(SEED + 31, 2 * n * n));
+    let mut y = x.clone();
+    let fft = rustfft::FftPlanner::<f64>::new().plan_fft_forward(n);
+    fft.process(&mut y);
+    y.iter_mut().for_each(|z| *z /= (n as f64).sqrt());
+    let data = Target::Data(DataTarget::new(n, x, y).unwrap());
+    let (layer, r) = train_f64(TrainConfig::new(n).with_target(data).with_seed(4));
+    assert!(r.reached && r.rmse <= F64_TRAIN_BAR, "rmse {:.3e}", r.rmse);
+    assert_eq!(r.permutations, [PermutationSource::Identified]);
+    assert_eq!(layer.permutations(), [learned_fft::Permutation::BitReversal]);
+}
+
+#[test]
 fn adam_on_minibatches_reaches_the_same_bar() {
     let n = 16;
     let m = random_bp(n, SEED + 21);

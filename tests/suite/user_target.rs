@@ -24,7 +24,7 @@ fn cli(args: &[&str]) -> Output {
 }
 
 fn read(path: &Path) -> Vec<Complex64> {
-    let t = MatrixTarget::read_npy(path).expect("the file reads");
+    let t = MatrixTarget::read(path).expect("the file reads");
     entries(&t.matrix().expect("its matrix"))
 }
 
@@ -56,6 +56,63 @@ fn npy_files_of_every_accepted_dtype_and_order_read_as_written() {
     for (g, w) in read(&path).iter().zip(&real) {
         assert!(g.im == 0.0 && (g.re - w).abs() <= F32_ENTRY_TOL * w.abs(), "{g} vs {w}");
     }
+}
+
+/// Writes one tensor of `dtype` with `shape` and little-endian `bytes` as a `.safetensors` file.
+fn save_safetensors(path: &Path, tensors: &[(&str, safetensors::Dtype, Vec<usize>, Vec<u8>)]) {
+    let views: Vec<(String, safetensors::tensor::TensorView)> = tensors
+        .iter()
+        .map(|(name, dtype, shape, bytes)| {
+            let view = safetensors::tensor::TensorView::new(*dtype, shape.clone(), bytes).expect("a valid tensor");
+            (name.to_string(), view)
+        })
+        .collect();
+    std::fs::write(path, safetensors::serialize(views, None).expect("it serialises")).unwrap();
+}
+
+fn le_f64(v: impl IntoIterator<Item = f64>) -> Vec<u8> {
+    v.into_iter().flat_map(f64::to_le_bytes).collect()
+}
+
+#[test]
+fn safetensors_files_read_as_written_and_bad_ones_are_refused() {
+    use safetensors::Dtype::{F32, F64, I64};
+    let dir = scratch("safetensors");
+    let n = 8;
+    let m = entries(&random_bp(n, SEED));
+    let path = dir.join("m.safetensors");
+    // Complex F64, [N, N, 2] (real and imaginary parts last): exactly.
+    let parts = le_f64(m.iter().flat_map(|z| [z.re, z.im]));
+    save_safetensors(&path, &[("m", F64, vec![n, n, 2], parts)]);
+    assert_eq!(read(&path), m);
+    // Real F32, [N, N]: each entry rounded to f32 once, and looked at with f32's tolerance.
+    let real: Vec<u8> = m.iter().flat_map(|z| (z.re as f32).to_le_bytes()).collect();
+    save_safetensors(&path, &[("m", F32, vec![n, n], real)]);
+    let t = MatrixTarget::read(&path).unwrap();
+    assert_eq!(t.tolerance(), learned_fft::reference::identify::F32_TOLERANCE);
+    for (g, w) in entries(&t.matrix().unwrap()).iter().zip(&m) {
+        assert!(g.im == 0.0 && (g.re - w.re).abs() <= F32_ENTRY_TOL * w.re.abs(), "{g} vs {w}");
+    }
+    // Not one tensor, not a matrix's shape, not a float dtype, not a safetensors file, NaN.
+    let bad = |tensors: &[(&str, safetensors::Dtype, Vec<usize>, Vec<u8>)], parts: &[&str]| {
+        save_safetensors(&path, tensors);
+        let msg = MatrixTarget::read(&path).unwrap_err().to_string();
+        assert!(msg.contains("m.safetensors") && parts.iter().all(|p| msg.contains(p)), "{msg} (expected {parts:?})");
+    };
+    let square = le_f64(vec![0.5; n * n]);
+    bad(
+        &[("re", F64, vec![n, n], square.clone()), ("im", F64, vec![n, n], square.clone())],
+        &["one tensor", "2 tensors"],
+    );
+    bad(&[("m", F64, vec![n, n, 3], le_f64(vec![0.5; n * n * 3]))], &["[rows, cols, 2]", "[8, 8, 3]"]);
+    bad(&[("m", I64, vec![n, n], vec![0; n * n * 8])], &["F32 or F64", "I64"]);
+    bad(&[("m", F64, vec![n, 4], le_f64(vec![0.5; n * 4]))], &["a square matrix", "8×4"]);
+    let mut nan = vec![0.5; n * n];
+    nan[10] = f64::NAN;
+    bad(&[("m", F64, vec![n, n], le_f64(nan))], &["finite entries", "NaN", "(1, 2)"]);
+    std::fs::write(&path, b"not a safetensors file").unwrap();
+    let msg = MatrixTarget::read(&path).unwrap_err().to_string();
+    assert!(msg.contains("a safetensors file") && msg.contains("does not parse"), "{msg}");
 }
 
 #[test]
