@@ -25,7 +25,7 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, StandardNormal};
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::memory;
 use crate::nn::product_forward;
 use crate::ops::ButterflyOps;
@@ -100,13 +100,13 @@ impl Probes {
     /// data's scale.
     ///
     /// # Errors
-    /// [`crate::Error::InvalidInput`] when every input is zero; those of [`DataTarget::pairs`].
+    /// [`Error::InvalidInput`] when every input is zero; those of [`DataTarget::pairs`].
     pub fn data(data: &DataTarget) -> Result<Self> {
         let (n, rows) = (data.n(), data.rows());
         let pairs = data.pairs()?;
         let mean: f64 = pairs.inputs.iter().map(|z| z.norm_sqr()).sum::<f64>() / rows as f64;
         if mean == 0.0 {
-            return Err(crate::Error::invalid("target data", "a non-zero input", "every input zero"));
+            return Err(Error::invalid("target data", "a non-zero input", "every input zero"));
         }
         let scale = (-mean.log2() / 2.0).round().exp2();
         let scaled = |v: &[Complex64]| v.iter().map(|z| z * scale).collect::<Vec<_>>();
