@@ -18,9 +18,10 @@ pub mod train;
 pub use backend::{dispatch, BackendKind, BackendTask, FftBackend, Precision, Selected};
 pub use error::{Error, Result};
 pub use nn::{
-    Butterfly, ButterflyConfig, ButterflyInit, ButterflyProduct, ButterflyProductConfig, ConvOutput, FftConv1d,
-    FftConv1dConfig, FftSource, MultiResolutionSpectralLoss, MultiResolutionSpectralLossConfig, RelaxedPermutation,
-    RelaxedPermutationConfig, SpectralLoss, SpectralLossConfig,
+    Butterfly, ButterflyConfig, ButterflyInit, ButterflyLinear, ButterflyLinearConfig, ButterflyLinearInit,
+    ButterflyProduct, ButterflyProductConfig, ConvOutput, FftConv1d, FftConv1dConfig, FftSource,
+    MultiResolutionSpectralLoss, MultiResolutionSpectralLossConfig, RelaxedPermutation, RelaxedPermutationConfig,
+    SpectralLoss, SpectralLossConfig,
 };
 pub use ops::spectral::{Distance, Magnitude, Window};
 pub use ops::{ButterflyOps, KernelChoice, Permutation, SpectralOps};

@@ -1,11 +1,13 @@
 //! Same-run anchors: the JSON lines that `scripts/anchor.py` printed in the same run
-//! (cuFFT, the unfused PyTorch butterfly, the torch.stft loss), read back so that a benchmark
-//! reports its ratios to them beside its own timings (`bench butterfly|spectral --anchor FILE`).
+//! (cuFFT, the unfused PyTorch butterfly, the torch.stft loss, torch's `Linear`), read back so
+//! that a benchmark reports its ratios to them beside its own timings (`bench
+//! butterfly|spectral|linear --anchor FILE`).
 
 use std::path::Path;
 
 use serde_json::{json, Map, Value};
 
+use super::linear::LinearBenchResult;
 use super::timing::{ButterflyBenchResult, SpectralBenchResult};
 use learned_fft::error::{Error, Result};
 
@@ -67,6 +69,20 @@ impl Anchor {
         Ok(anchor)
     }
 
+    /// The linear-layer anchor for this shape (torch's `Linear` and the unfused PyTorch
+    /// butterfly linear layer, forward + backward).
+    ///
+    /// # Errors
+    /// As [`Anchor::butterfly`].
+    pub fn linear(path: &Path, in_size: usize, out_size: usize, nblocks: usize, batch: usize) -> Result<Self> {
+        let op = "bench linear --anchor";
+        let keys = [("in_size", in_size), ("out_size", out_size), ("nblocks", nblocks), ("batch", batch)];
+        let anchor = Anchor { op, fields: find(op, path, &keys)? };
+        anchor.number("torch_linear_fwdbwd_ms")?;
+        anchor.number("torch_butterfly_linear_fwdbwd_ms")?;
+        Ok(anchor)
+    }
+
     /// A positive number field.
     fn number(&self, key: &str) -> Result<f64> {
         self.fields
@@ -90,6 +106,22 @@ impl Anchor {
             "torch_butterfly_fwd_bwd_ms": torch_ms,
             "fwd_bwd_speedup_over_torch": torch_ms / r.fwd_bwd_ms,
             "fwd_bwd_pipelined_speedup_over_torch": torch_ms / r.fwd_bwd_pipelined_ms,
+        }))
+    }
+
+    /// `ButterflyLinear`'s forward + backward speed-ups over torch's `Linear` and over the
+    /// unfused PyTorch butterfly linear layer (per call and back to back, as for the butterfly).
+    pub fn linear_ratios(&self, r: &LinearBenchResult) -> Result<Value> {
+        let (dense, butterfly) =
+            (self.number("torch_linear_fwdbwd_ms")?, self.number("torch_butterfly_linear_fwdbwd_ms")?);
+        Ok(json!({
+            "device": self.fields.get("device"),
+            "torch_linear_fwd_bwd_ms": dense,
+            "torch_butterfly_linear_fwd_bwd_ms": butterfly,
+            "fwd_bwd_speedup_over_torch_linear": dense / r.butterfly.fwd_bwd_ms,
+            "fwd_bwd_pipelined_speedup_over_torch_linear": dense / r.butterfly.fwd_bwd_pipelined_ms,
+            "fwd_bwd_speedup_over_torch_butterfly": butterfly / r.butterfly.fwd_bwd_ms,
+            "fwd_bwd_pipelined_speedup_over_torch_butterfly": butterfly / r.butterfly.fwd_bwd_pipelined_ms,
         }))
     }
 

@@ -8,6 +8,7 @@ use learned_fft::{Result, TargetKind};
 use serde_json::{json, Value};
 
 use super::anchor::Anchor;
+use super::linear::LinearBench;
 use super::sweep::Sweep;
 use super::timing::{BenchPermutation, ButterflyBench, ConvBench, SpectralBench};
 use super::{one_of, positive, stop_on_signals, Global, JsonLines};
@@ -129,6 +130,32 @@ pub enum BenchCommand {
         #[arg(long)]
         anchor: Option<PathBuf>,
     },
+    /// ButterflyLinear against Burn's dense Linear of the same shape: forward, and forward +
+    /// backward, on random real input.
+    Linear {
+        /// Input features.
+        #[arg(long, default_value_t = 1024, value_parser = positive())]
+        in_size: usize,
+        /// Output features.
+        #[arg(long, default_value_t = 1024, value_parser = positive())]
+        out_size: usize,
+        /// Batch rows.
+        #[arg(long, default_value_t = 4096, value_parser = positive())]
+        batch: usize,
+        /// Butterfly factors per stack.
+        #[arg(long, default_value_t = 1, value_parser = positive())]
+        nblocks: usize,
+        /// Untimed warm-up calls.
+        #[arg(long, default_value_t = 5)]
+        warmup: usize,
+        /// Timed calls (the median is reported).
+        #[arg(long, default_value_t = 20, value_parser = positive())]
+        iters: usize,
+        /// The same run's torch anchor (`scripts/anchor.py --linear` output, JSON lines): adds
+        /// the speed-ups over torch's Linear and the unfused PyTorch butterfly layer.
+        #[arg(long)]
+        anchor: Option<PathBuf>,
+    },
 }
 
 /// Runs one benchmark; its results are the returned JSON, a summary line goes to stderr.
@@ -227,6 +254,26 @@ pub fn run(command: BenchCommand, global: &Global) -> Result<Value> {
             );
             let ratios = anchor.map(|a| a.butterfly_ratios(&result)).transpose()?;
             Ok(with_anchor(serde_json::to_value(result).expect("bench results serialise"), ratios))
+        }
+        BenchCommand::Linear { in_size, out_size, batch, nblocks, warmup, iters, anchor } => {
+            let anchor = anchor.map(|path| Anchor::linear(&path, in_size, out_size, nblocks, batch)).transpose()?;
+            let r = dispatch(kind, precision, LinearBench { in_size, out_size, batch, nblocks, warmup, iters })?;
+            eprintln!(
+                "linear {}→{} batch={} on {} ({}): butterfly fwd+bwd {:.3} ms ({} params), dense {:.3} ms ({} params): {:.2}× ({:.2}× back to back)",
+                r.in_size,
+                r.out_size,
+                r.batch,
+                r.backend,
+                if r.fused { "fused" } else { "reference" },
+                r.butterfly.fwd_bwd_ms,
+                r.butterfly.params,
+                r.dense.fwd_bwd_ms,
+                r.dense.params,
+                r.fwd_bwd_speedup,
+                r.fwd_bwd_pipelined_speedup
+            );
+            let ratios = anchor.map(|a| a.linear_ratios(&r)).transpose()?;
+            Ok(with_anchor(serde_json::to_value(r).expect("bench results serialise"), ratios))
         }
     }
 }

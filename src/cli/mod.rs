@@ -11,6 +11,7 @@ pub mod bench;
 pub mod eval;
 pub mod exact;
 pub mod export;
+pub mod linear;
 pub mod plot;
 pub mod progress;
 pub mod sweep;

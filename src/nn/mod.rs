@@ -1,10 +1,12 @@
 //! The layers a model holds: the [`Butterfly`] (a learnable FFT) and products of them
-//! ([`ButterflyProduct`]), a learnable [`RelaxedPermutation`], the [`SpectralLoss`] and its
-//! multi-resolution sum, [`FftConv1d`], and Welch's PSD with peak picking. They run on any
+//! ([`ButterflyProduct`]), [`ButterflyLinear`] in place of a dense `Linear`, a learnable
+//! [`RelaxedPermutation`], the [`SpectralLoss`] and its multi-resolution sum, [`FftConv1d`], and
+//! Welch's PSD with peak picking. They run on any
 //! backend through the ops of [`crate::ops`].
 
 pub mod butterfly;
 pub mod conv;
+pub mod linear;
 pub mod permutation;
 pub mod product;
 pub mod psd;
@@ -12,6 +14,7 @@ pub mod spectral;
 
 pub use butterfly::{exact_fft, Butterfly, ButterflyConfig, ButterflyInit};
 pub use conv::{ConvOutput, FftConv1d, FftConv1dConfig, FftSource};
+pub use linear::{ButterflyLinear, ButterflyLinearConfig, ButterflyLinearInit};
 pub use permutation::{RelaxedPermutation, RelaxedPermutationConfig};
 pub use product::{
     exact_product, model_class, model_class_for, model_class_of_size, product_forward, product_tangent,

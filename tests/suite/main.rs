@@ -6,6 +6,9 @@
 //! - `gradients`: finite differences, the adjoint identity, the fft→ifft round trip.
 //! - `kernels`: the fused CubeCL kernels against the reference twin (output, both gradients,
 //!   determinism, an optimiser trajectory) on wgpu, and on CUDA with the `cuda` feature.
+//! - `linear`: `ButterflyLinear` against torch_butterfly's definition written out in f64 on every
+//!   backend, its gradients against finite differences of it, the FFT and orthogonal
+//!   initialisers, Adam recovering a map the layer can represent, bad input.
 //! - `spectral`: the spectral loss reference against an f64 STFT, finite differences, overlap
 //!   accumulation, zero inputs, bad input.
 //! - `spectral_kernels`: the fused spectral kernels against the reference twin (loss, both
@@ -38,6 +41,7 @@ mod errors;
 mod exact_fft;
 mod gradients;
 mod kernels;
+mod linear;
 mod plot;
 mod spectral;
 mod spectral_kernels;

@@ -15,7 +15,7 @@ pub(crate) mod reference;
 #[cfg(feature = "fused")]
 pub use kernel::{fused_passes, MAX_FUSED_N, MAX_SINGLE_PASS_N};
 pub use permutation::Permutation;
-pub use reference::{butterfly_forward_reference, butterfly_tangent_reference, Tangent};
+pub use reference::{butterfly_forward_reference, butterfly_real_reference, butterfly_tangent_reference, Tangent};
 
 use burn::tensor::{backend::Backend, Tensor};
 
@@ -50,6 +50,29 @@ pub trait ButterflyOps: Backend {
         perm: &Permutation,
     ) -> (Tensor<Self, 2>, Tensor<Self, 2>) {
         butterfly_forward_reference(x_re, x_im, tw_re, tw_im, perm)
+    }
+
+    /// [`butterfly`](Self::butterfly) for real vectors and real twiddles (every imaginary part
+    /// zero): `y = B(θ) P x` in the reals.
+    ///
+    /// # Shapes
+    /// - `x`: `[batch, n]`
+    /// - `tw`: `[log2 n, n/2, 2, 2]`
+    /// - returns `[batch, n]`
+    ///
+    /// Where [`butterfly`](Self::butterfly) is fused, this is that fused kernel (and its fused
+    /// backward) with zero imaginary parts, which the kernel reads and multiplies like any
+    /// others: one launch each way, at about four times the arithmetic a real kernel would need.
+    /// Elsewhere it is the real tensor-op reference ([`butterfly_real_reference`]), a quarter of
+    /// the complex one's multiplications. Either way the gradient exists.
+    fn butterfly_real(x: Tensor<Self, 2>, tw: Tensor<Self, 4>, perm: &Permutation) -> Tensor<Self, 2> {
+        let n = x.dims()[1];
+        if Self::butterfly_is_fused(n, &x.device()) {
+            let (x_im, tw_im) = (x.zeros_like(), tw.zeros_like());
+            Self::butterfly(x, x_im, tw, tw_im, perm).0
+        } else {
+            butterfly_real_reference(x, tw, perm)
+        }
     }
 
     /// The forward-mode derivative of [`butterfly`](Self::butterfly): `(y, dy)` with

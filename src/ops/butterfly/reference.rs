@@ -65,13 +65,39 @@ pub(crate) fn butterfly_stage<B: Backend>(
     // Signal [batch, g, 1, b, st]; twiddles [1, g, a, b, st]; sum over b (the input index).
     let x_shape = [batch, groups, 1, 2, st];
     let (xr, xi) = (re.reshape(x_shape), im.reshape(x_shape));
-    let stage = |tw: &Tensor<B, 4>| -> Tensor<B, 5> {
-        tw.clone().narrow(0, s, 1).reshape([groups, st, 2, 2]).permute([0, 2, 3, 1]).unsqueeze_dim(0)
-    };
-    let (tr, ti) = (stage(tw_re), stage(tw_im));
+    let (tr, ti) = (stage_twiddles(tw_re, s, groups, st), stage_twiddles(tw_im, s, groups, st));
     let yr = (tr.clone() * xr.clone() - ti.clone() * xi.clone()).sum_dim(3);
     let yi = (tr * xi + ti * xr).sum_dim(3);
     (yr.reshape([batch, n]), yi.reshape([batch, n]))
+}
+
+/// Row `s` of the stacked twiddles as `[1, groups, a, b, st]`, to multiply a signal shaped
+/// `[batch, groups, 1, b, st]` and sum over `b` (the block's input index).
+fn stage_twiddles<B: Backend>(tw: &Tensor<B, 4>, s: usize, groups: usize, st: usize) -> Tensor<B, 5> {
+    tw.clone().narrow(0, s, 1).reshape([groups, st, 2, 2]).permute([0, 2, 3, 1]).unsqueeze_dim(0)
+}
+
+/// [`butterfly_forward_reference`] for real vectors and real twiddles: the same product with
+/// every imaginary part zero, at a quarter of the multiplications.
+///
+/// # Shapes
+/// - `x`: `[batch, n]`
+/// - `tw`: `[log2 n, n/2, 2, 2]`
+/// - returns `[batch, n]`
+pub fn butterfly_real_reference<B: Backend>(x: Tensor<B, 2>, tw: Tensor<B, 4>, perm: &Permutation) -> Tensor<B, 2> {
+    let [batch, n] = x.dims();
+    let log_n = n.trailing_zeros() as usize;
+    let mut x = match perm {
+        Permutation::Identity => x,
+        _ => select_columns(x, perm.indices(n).into_iter().map(|i| i as i64).collect()),
+    };
+    for s in 0..log_n {
+        let st = 1usize << s;
+        let groups = n / (2 * st);
+        let t = stage_twiddles(&tw, s, groups, st);
+        x = (t * x.reshape([batch, groups, 1, 2, st])).sum_dim(3).reshape([batch, n]);
+    }
+    x
 }
 
 /// The forward-mode derivative (tangent) of [`butterfly_forward_reference`]: with `y = B(θ) P x`,
