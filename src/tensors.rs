@@ -51,26 +51,21 @@ const MAX_SELECT_INDICES: usize = 1 << 15;
 
 /// `x.select(1, indices)` for `[rows, cols]`, in pieces of at most [`MAX_SELECT_INDICES`].
 pub fn select_columns<B: Backend>(x: Tensor<B, 2>, indices: Vec<i64>) -> Tensor<B, 2> {
-    select_along(x, 1, indices)
-}
-
-/// `x.select(dim, indices)`, in pieces of at most [`MAX_SELECT_INDICES`].
-pub fn select_along<B: Backend, const D: usize>(x: Tensor<B, D>, dim: usize, indices: Vec<i64>) -> Tensor<B, D> {
     let device = x.device();
-    let pieces: Vec<Tensor<B, D>> = indices
+    let pieces: Vec<Tensor<B, 2>> = indices
         .chunks(MAX_SELECT_INDICES)
-        .map(|c| x.clone().select(dim, int_tensor::<B, 1>(c.to_vec(), [c.len()], &device)))
+        .map(|c| x.clone().select(1, int_tensor::<B, 1>(c.to_vec(), [c.len()], &device)))
         .collect();
     // With several pieces, the backward of `cat` hands each `select` a column slice of the
     // gradient, which candle stores strided, and candle's `index_add` (the `select` backward)
     // takes only contiguous tensors. Multiplying by one gives each piece a backward that writes
     // a fresh, contiguous gradient first.
-    let pieces: Vec<Tensor<B, D>> =
+    let pieces: Vec<Tensor<B, 2>> =
         if pieces.len() > 1 { pieces.into_iter().map(|p| p.mul_scalar(1.0)).collect() } else { pieces };
     if pieces.len() == 1 {
         pieces.into_iter().next().expect("one piece")
     } else {
-        Tensor::cat(pieces, dim)
+        Tensor::cat(pieces, 1)
     }
 }
 
