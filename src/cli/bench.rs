@@ -9,6 +9,7 @@ use serde_json::{json, Value};
 
 use super::anchor::Anchor;
 use super::linear::LinearBench;
+use super::rfft::RfftBench;
 use super::sweep::Sweep;
 use super::timing::{BenchPermutation, ButterflyBench, ConvBench, SpectralBench};
 use super::{one_of, positive, stop_on_signals, Global, JsonLines};
@@ -109,18 +110,8 @@ pub enum BenchCommand {
     },
     /// The butterfly op: forward, and forward + backward, on random complex input.
     Butterfly {
-        /// Transform size (a power of two >= 2).
-        #[arg(long, default_value_t = 1024)]
-        n: usize,
-        /// Batch rows.
-        #[arg(long, default_value_t = 16384, value_parser = positive())]
-        batch: usize,
-        /// Untimed warm-up calls.
-        #[arg(long, default_value_t = 5)]
-        warmup: usize,
-        /// Timed calls (the median is reported).
-        #[arg(long, default_value_t = 20, value_parser = positive())]
-        iters: usize,
+        #[command(flatten)]
+        size: OpSize,
         /// The input permutation: the FFT's bit reversal, none, or a random gather (what a
         /// learned permutation ends as).
         #[arg(long, value_enum, default_value_t = BenchPermutation::BitReversal)]
@@ -156,6 +147,30 @@ pub enum BenchCommand {
         #[arg(long)]
         anchor: Option<PathBuf>,
     },
+    /// Real signals: `Butterfly::rfft` through the exact butterfly of half the size against the
+    /// exact butterfly of the full size on a zero imaginary part (bins 0 … N/2 kept), forward,
+    /// and forward + backward into the signal and the twiddles.
+    Rfft {
+        #[command(flatten)]
+        size: OpSize,
+    },
+}
+
+/// The sizes and counts of `bench butterfly` and `bench rfft`.
+#[derive(clap::Args, Clone, Copy, Debug)]
+pub struct OpSize {
+    /// Transform size: samples per vector (a power of two; at least 2, 4 for rfft).
+    #[arg(long, default_value_t = 1024)]
+    pub n: usize,
+    /// Batch rows: vectors per call.
+    #[arg(long, default_value_t = 16384, value_parser = positive())]
+    pub batch: usize,
+    /// Untimed warm-up calls.
+    #[arg(long, default_value_t = 5)]
+    pub warmup: usize,
+    /// Timed calls (the median is reported).
+    #[arg(long, default_value_t = 20, value_parser = positive())]
+    pub iters: usize,
 }
 
 /// Runs one benchmark; its results are the returned JSON, a summary line goes to stderr.
@@ -236,7 +251,7 @@ pub fn run(command: BenchCommand, global: &Global) -> Result<Value> {
             let ratios = anchor.map(|a| a.spectral_ratios(&r)).transpose()?;
             Ok(with_anchor(serde_json::to_value(r).expect("bench results serialise"), ratios))
         }
-        BenchCommand::Butterfly { n, batch, warmup, iters, permutation, anchor } => {
+        BenchCommand::Butterfly { size: OpSize { n, batch, warmup, iters }, permutation, anchor } => {
             let anchor = anchor.map(|path| Anchor::butterfly(&path, n, batch)).transpose()?;
             let result = dispatch(kind, precision, ButterflyBench { n, batch, warmup, iters, permutation })?;
             eprintln!(
@@ -274,6 +289,23 @@ pub fn run(command: BenchCommand, global: &Global) -> Result<Value> {
             );
             let ratios = anchor.map(|a| a.linear_ratios(&r)).transpose()?;
             Ok(with_anchor(serde_json::to_value(r).expect("bench results serialise"), ratios))
+        }
+        BenchCommand::Rfft { size: OpSize { n, batch, warmup, iters } } => {
+            let r = dispatch(kind, precision, RfftBench { n, batch, warmup, iters })?;
+            eprintln!(
+                "rfft n={} batch={} on {} ({}): rfft fwd {:.3} ms, fwd+bwd {:.3} ms; complex fwd {:.3} ms, fwd+bwd {:.3} ms: {:.2}× forward, {:.2}× fwd+bwd",
+                r.n,
+                r.batch,
+                r.backend,
+                if r.fused { "fused" } else { "reference" },
+                r.rfft.forward_ms,
+                r.rfft.fwd_bwd_ms,
+                r.complex.forward_ms,
+                r.complex.fwd_bwd_ms,
+                r.forward_speedup,
+                r.fwd_bwd_speedup
+            );
+            Ok(serde_json::to_value(r).expect("bench results serialise"))
         }
     }
 }

@@ -71,25 +71,22 @@ pub struct LinearBenchResult {
     pub fwd_bwd_pipelined_speedup: f64,
 }
 
-/// Times `forward` (on the inner backend) and forward + backward (`sum` of the output, every
-/// gradient) of one layer.
-fn times<B: FftBackend>(
+/// Times `forward` (on the inner backend) and forward + backward of one layer: `loss` maps an
+/// input that requires a gradient to the scalar whose backward (every gradient) is timed.
+pub(super) fn times<B: FftBackend, O>(
     params: usize,
-    bench: &LinearBench,
+    (warmup, iters): (usize, usize),
     device: &B::Device,
     x: &Tensor<B::InnerBackend, 2>,
-    forward_inner: impl Fn(Tensor<B::InnerBackend, 2>) -> Result<Tensor<B::InnerBackend, 2>>,
-    forward: impl Fn(Tensor<B, 2>) -> Result<Tensor<B, 2>>,
+    forward_inner: impl Fn(Tensor<B::InnerBackend, 2>) -> Result<O>,
+    loss: impl Fn(Tensor<B, 2>) -> Result<Tensor<B, 1>>,
 ) -> Result<LayerTimes> {
     let fwd = || forward_inner(x.clone()).map(drop);
     let step = || {
         let x = Tensor::<B, 2>::from_inner(x.clone()).require_grad();
-        // Summed per row first, as `bench butterfly` does: one-kernel sums of the whole batch
-        // serialise on an atomic and are not what is timed.
-        drop(forward(x)?.sum_dim(1).sum().backward());
+        drop(loss(x)?.backward());
         Ok(())
     };
-    let (warmup, iters) = (bench.warmup, bench.iters);
     Ok(LayerTimes {
         params,
         forward_ms: median_ms::<B::InnerBackend>(device, warmup, iters, fwd)?,
@@ -125,21 +122,24 @@ impl BackendTask for LinearBench {
         let x = Tensor::<B::InnerBackend, 2>::random([rows, self.in_size], Distribution::Normal(0.0, 1.0), &device);
 
         let (butterfly_inner, dense_inner) = (butterfly.valid(), dense.valid());
-        let b = times::<B>(
+        let counts = (self.warmup, self.iters);
+        // Summed per row first, as `bench butterfly` does: one-kernel sums of the whole batch
+        // serialise on an atomic and are not what is timed.
+        let b = times::<B, _>(
             butterfly.num_params(),
-            &self,
+            counts,
             &device,
             &x,
             |x| butterfly_inner.forward(x),
-            |x| butterfly.forward(x),
+            |x| Ok(butterfly.forward(x)?.sum_dim(1).sum()),
         )?;
-        let d = times::<B>(
+        let d = times::<B, _>(
             dense.num_params(),
-            &self,
+            counts,
             &device,
             &x,
             |x| Ok(dense_inner.forward(x)),
-            |x| Ok(dense.forward(x)),
+            |x| Ok(dense.forward(x).sum_dim(1).sum()),
         )?;
         Ok(LinearBenchResult {
             in_size: self.in_size,

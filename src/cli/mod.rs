@@ -14,6 +14,7 @@ pub mod export;
 pub mod linear;
 pub mod plot;
 pub mod progress;
+pub mod rfft;
 pub mod sweep;
 pub mod timing;
 pub mod train;

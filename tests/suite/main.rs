@@ -9,6 +9,8 @@
 //! - `linear`: `ButterflyLinear` against torch_butterfly's definition written out in f64 on every
 //!   backend, its gradients against finite differences of it, the FFT and orthogonal
 //!   initialisers, Adam recovering a map the layer can represent, bad input.
+//! - `rfft`: real signals through the half-size butterfly against rustfft on every backend,
+//!   gradients against finite differences, the fused path against the CPU, bad input.
 //! - `spectral`: the spectral loss reference against an f64 STFT, finite differences, overlap
 //!   accumulation, zero inputs, bad input.
 //! - `spectral_kernels`: the fused spectral kernels against the reference twin (loss, both
@@ -43,6 +45,7 @@ mod gradients;
 mod kernels;
 mod linear;
 mod plot;
+mod rfft;
 mod spectral;
 mod spectral_kernels;
 mod train;

@@ -12,7 +12,7 @@ use burn::tensor::{backend::Backend, Tensor};
 
 use crate::error::{check_power_of_two, Error, Result};
 use crate::memory;
-use crate::ops::butterfly::{butterfly_forward_reference, ButterflyOps, Permutation};
+use crate::ops::butterfly::{butterfly_forward_reference, rfft, ButterflyOps, Permutation};
 use crate::reference::butterfly::doubled_stages;
 use crate::reference::factorizations::Factor;
 use crate::reference::{self as truth, ComplexMatrix, FftNorm};
@@ -230,6 +230,78 @@ impl<B: ButterflyOps> Butterfly<B> {
         self.forward(x, im)
     }
 
+    /// The transform of real signals of 2N samples through this butterfly of size N, their
+    /// half-size member: the N + 1 bins `0 … N` (the rest follow from conjugate symmetry).
+    /// Even and odd samples are packed as one complex vector of N, transformed, and split
+    /// (the standard rfft step, as tensor ops), half the butterfly work of
+    /// [`forward_real`](Self::forward_real) on a butterfly of size 2N. When the layer is the
+    /// unitary DFT of size N this is the unitary DFT of size 2N, numpy's
+    /// `rfft(x, norm="ortho")`.
+    ///
+    /// # Shapes
+    /// - `x`: `[..., 2N]`
+    /// - returns `(re, im)`, each `[..., N + 1]`
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] when the last dimension is not 2N or the layer's N is below 2.
+    pub fn rfft<const D: usize>(&self, x: Tensor<B, D>) -> Result<(Tensor<B, D>, Tensor<B, D>)> {
+        let op = "butterfly.rfft";
+        let (x, dims) = self.real_rows(op, x, 2 * self.n)?;
+        let (zr, zi) = rfft::pack(x);
+        let (zr, zi) = B::butterfly(zr, zi, self.twiddle_re.val(), self.twiddle_im.val(), &self.permutation);
+        let (xr, xi) = rfft::split(zr, zi);
+        Ok((xr.reshape(with_last(dims, self.n + 1)), xi.reshape(with_last(dims, self.n + 1))))
+    }
+
+    /// The inverse of [`rfft`](Self::rfft) for a unitary layer: real signals of 2N samples from
+    /// their bins `0 … N`, numpy's `irfft(X, n=2N, norm="ortho")` when the layer is the unitary
+    /// DFT of size N. As numpy's, it drops the imaginary parts of bins 0 and N. The layer's
+    /// inverse is taken as `G⁻¹ z = conj(G conj z)`, exact for a unitary G (every learned DFT
+    /// here is one to the precision it was trained to).
+    ///
+    /// # Shapes
+    /// - `re`, `im`: `[..., N + 1]`, the same shape
+    /// - returns `[..., 2N]`
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] when the shapes differ, the last dimension is not N + 1, or the
+    /// layer's N is below 2.
+    pub fn irfft<const D: usize>(&self, re: Tensor<B, D>, im: Tensor<B, D>) -> Result<Tensor<B, D>> {
+        let op = "butterfly.irfft";
+        if re.dims() != im.dims() {
+            return Err(Error::invalid(
+                op,
+                format!("re and im of the same shape (re is {:?})", re.dims()),
+                format!("im of shape {:?}", im.dims()),
+            ));
+        }
+        let ((re, dims), (im, _)) = (self.real_rows(op, re, self.n + 1)?, self.real_rows(op, im, self.n + 1)?);
+        let (zr, zi) = rfft::merge(re, im);
+        let (zr, zi) = B::butterfly(zr, zi.neg(), self.twiddle_re.val(), self.twiddle_im.val(), &self.permutation);
+        Ok(rfft::unpack(zr, zi.neg()).reshape(with_last(dims, 2 * self.n)))
+    }
+
+    /// `x` `[..., last]` as `[rows, last]`, with its shape, after checking `last` and N ≥ 2.
+    fn real_rows<const D: usize>(
+        &self,
+        op: &'static str,
+        x: Tensor<B, D>,
+        last: usize,
+    ) -> Result<(Tensor<B, 2>, [usize; D])> {
+        let dims = x.dims();
+        if self.n < 2 {
+            return Err(Error::invalid(op, "a butterfly of size 2 or more", format!("size {}", self.n)));
+        }
+        if D == 0 || dims[D - 1] != last {
+            return Err(Error::invalid(op, format!("last dimension {last}"), format!("shape {dims:?}")));
+        }
+        let rows = dims[..D - 1].iter().product::<usize>();
+        if rows == 0 {
+            return Err(Error::invalid(op, "at least one signal", format!("shape {dims:?}")));
+        }
+        Ok((x.reshape([rows, last]), dims))
+    }
+
     /// The dense N×N matrix as the layer computes it: its forward applied to the identity on
     /// its own backend and dtype, then read back as f64. Unlike [`to_matrix`](Self::to_matrix)
     /// this includes the rounding of the backend's arithmetic.
@@ -373,4 +445,10 @@ impl<B: Backend> Butterfly<B> {
 /// As [`ButterflyConfig::init`].
 pub fn exact_fft<B: ButterflyOps>(n: usize, inverse: bool, device: &B::Device) -> Result<Butterfly<B>> {
     ButterflyConfig::new(n).with_init(ButterflyInit::Fft { inverse, norm: FftNorm::Ortho }).init(device)
+}
+
+/// `dims` with its last entry replaced by `last`.
+fn with_last<const D: usize>(mut dims: [usize; D], last: usize) -> [usize; D] {
+    dims[D - 1] = last;
+    dims
 }

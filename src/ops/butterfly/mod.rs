@@ -11,6 +11,7 @@ mod cubecl;
 pub(crate) mod kernel;
 mod permutation;
 pub(crate) mod reference;
+pub(crate) mod rfft;
 
 #[cfg(feature = "fused")]
 pub use kernel::{fused_passes, MAX_FUSED_N, MAX_SINGLE_PASS_N};
