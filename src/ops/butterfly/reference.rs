@@ -26,32 +26,11 @@ pub fn butterfly_forward_reference<B: Backend>(
 ) -> (Tensor<B, 2>, Tensor<B, 2>) {
     let n = re.dims()[1];
     let log_n = n.trailing_zeros() as usize;
-    let (re, im) = permute_input(re, im, perm);
-    let (mut re, mut im) = (signal_major(re), signal_major(im));
+    let (mut re, mut im) = permute_input(re, im, perm);
     for s in 0..log_n {
         (re, im) = butterfly_stage(re, im, &tw_re, &tw_im, s);
     }
-    (batch_major(re), batch_major(im))
-}
-
-/// `[batch, n]` as `[n, batch]`, the layout the stages work in: each stage's element-wise
-/// products then run along rows of `stride · batch` contiguous values, where in `[batch, n]` the
-/// early stages' rows are one or two values long and the CPU backends spend their time stepping
-/// through dimensions (ndarray's strided iteration: 2.4 s for one forward of 256 vectors at
-/// n = 4096 before this layout).
-///
-/// The product by one hands the op before it (the permutation's `select`) a gradient that is a
-/// fresh, contiguous tensor rather than a transposed view: candle's `index_add`, the `select`
-/// backward, takes only contiguous tensors.
-fn signal_major<B: Backend>(x: Tensor<B, 2>) -> Tensor<B, 2> {
-    x.mul_scalar(1.0).transpose()
-}
-
-/// The inverse of [`signal_major`]: `[n, batch]` back to `[batch, n]`, as a fresh tensor (the
-/// product by one), so that ops after it that need contiguous input (candle's `index_select`)
-/// take it as it is.
-fn batch_major<B: Backend>(x: Tensor<B, 2>) -> Tensor<B, 2> {
-    x.transpose().mul_scalar(1.0)
+    (re, im)
 }
 
 /// Applies the input permutation `perm` to a batch `[batch, n]` of complex vectors.
@@ -71,8 +50,8 @@ pub(crate) fn permute_input<B: Backend>(
 }
 
 /// Applies stage `s` (row s of the twiddles `tw_re`, `tw_im`, `[K · log2 n, n/2, 2, 2]` for K
-/// stacked factors: the blocks pairing indices `2^(s mod log2 n)` apart) to a batch of complex
-/// vectors laid out `[n, batch]` ([`signal_major`]).
+/// stacked factors: the blocks pairing indices `2^(s mod log2 n)` apart) to a batch
+/// `[batch, n]` of complex vectors.
 pub(crate) fn butterfly_stage<B: Backend>(
     re: Tensor<B, 2>,
     im: Tensor<B, 2>,
@@ -80,37 +59,22 @@ pub(crate) fn butterfly_stage<B: Backend>(
     tw_im: &Tensor<B, 4>,
     s: usize,
 ) -> (Tensor<B, 2>, Tensor<B, 2>) {
-    let [n, batch] = re.dims();
-    let ((r0, r1), (i0, i1)) = (halves(re, s), halves(im, s));
-    let out = |a: usize| {
-        let (tr0, ti0) = (twiddle_entry(tw_re, s, a, 0), twiddle_entry(tw_im, s, a, 0));
-        let (tr1, ti1) = (twiddle_entry(tw_re, s, a, 1), twiddle_entry(tw_im, s, a, 1));
-        let yr =
-            tr0.clone() * r0.clone() - ti0.clone() * i0.clone() + tr1.clone() * r1.clone() - ti1.clone() * i1.clone();
-        let yi = tr0 * i0.clone() + ti0 * r0.clone() + tr1 * i1.clone() + ti1 * r1.clone();
-        (yr, yi)
-    };
-    let ((yr0, yi0), (yr1, yi1)) = (out(0), out(1));
-    (Tensor::cat(vec![yr0, yr1], 1).reshape([n, batch]), Tensor::cat(vec![yi0, yi1], 1).reshape([n, batch]))
-}
-
-/// The two inputs of every block of stage `s` of `x` `[n, batch]`: `[groups, 1, stride, batch]`
-/// each.
-fn halves<B: Backend>(x: Tensor<B, 2>, s: usize) -> (Tensor<B, 4>, Tensor<B, 4>) {
-    let [n, batch] = x.dims();
-    let st = 1usize << (s % n.trailing_zeros() as usize);
-    let x = x.reshape([n / (2 * st), 2, st, batch]);
-    (x.clone().narrow(1, 0, 1), x.narrow(1, 1, 1))
-}
-
-/// Entry `(a, b)` of every block of stage `s` (row s of `tw`): `[groups, 1, stride, 1]`, to
-/// multiply a block input `[groups, 1, stride, batch]`.
-fn twiddle_entry<B: Backend>(tw: &Tensor<B, 4>, s: usize, a: usize, b: usize) -> Tensor<B, 4> {
-    let [_, half, _, _] = tw.dims();
-    let n = 2 * half;
+    let [batch, n] = re.dims();
     let st = 1usize << (s % n.trailing_zeros() as usize);
     let groups = n / (2 * st);
-    tw.clone().narrow(0, s, 1).reshape([groups, st, 2, 2]).narrow(2, a, 1).narrow(3, b, 1).reshape([groups, 1, st, 1])
+    // Signal [batch, g, 1, b, st]; twiddles [1, g, a, b, st]; sum over b (the input index).
+    let x_shape = [batch, groups, 1, 2, st];
+    let (xr, xi) = (re.reshape(x_shape), im.reshape(x_shape));
+    let (tr, ti) = (stage_twiddles(tw_re, s, groups, st), stage_twiddles(tw_im, s, groups, st));
+    let yr = (tr.clone() * xr.clone() - ti.clone() * xi.clone()).sum_dim(3);
+    let yi = (tr * xi + ti * xr).sum_dim(3);
+    (yr.reshape([batch, n]), yi.reshape([batch, n]))
+}
+
+/// Row `s` of the stacked twiddles as `[1, groups, a, b, st]`, to multiply a signal shaped
+/// `[batch, groups, 1, b, st]` and sum over `b` (the block's input index).
+fn stage_twiddles<B: Backend>(tw: &Tensor<B, 4>, s: usize, groups: usize, st: usize) -> Tensor<B, 5> {
+    tw.clone().narrow(0, s, 1).reshape([groups, st, 2, 2]).permute([0, 2, 3, 1]).unsqueeze_dim(0)
 }
 
 /// [`butterfly_forward_reference`] for real vectors and real twiddles: the same product with
@@ -123,17 +87,17 @@ fn twiddle_entry<B: Backend>(tw: &Tensor<B, 4>, s: usize, a: usize, b: usize) ->
 pub fn butterfly_real_reference<B: Backend>(x: Tensor<B, 2>, tw: Tensor<B, 4>, perm: &Permutation) -> Tensor<B, 2> {
     let [batch, n] = x.dims();
     let log_n = n.trailing_zeros() as usize;
-    let x = match perm {
+    let mut x = match perm {
         Permutation::Identity => x,
         _ => select_columns(x, perm.indices(n).into_iter().map(|i| i as i64).collect()),
     };
-    let mut x = signal_major(x);
     for s in 0..log_n {
-        let (x0, x1) = halves(x, s);
-        let out = |a: usize| twiddle_entry(&tw, s, a, 0) * x0.clone() + twiddle_entry(&tw, s, a, 1) * x1.clone();
-        x = Tensor::cat(vec![out(0), out(1)], 1).reshape([n, batch]);
+        let st = 1usize << s;
+        let groups = n / (2 * st);
+        let t = stage_twiddles(&tw, s, groups, st);
+        x = (t * x.reshape([batch, groups, 1, 2, st])).sum_dim(3).reshape([batch, n]);
     }
-    batch_major(x)
+    x
 }
 
 /// The forward-mode derivative (tangent) of [`butterfly_forward_reference`]: with `y = B(θ) P x`,
@@ -153,16 +117,15 @@ pub fn butterfly_tangent_reference<B: Backend>(
     perm: &Permutation,
 ) -> Tangent<B> {
     let log_n = x.0.dims()[1].trailing_zeros() as usize;
-    let (yr, yi) = permute_input(x.0, x.1, perm);
-    let (dr, di) = permute_input(dx.0, dx.1, perm);
-    let (mut yr, mut yi, mut dr, mut di) = (signal_major(yr), signal_major(yi), signal_major(dr), signal_major(di));
+    let (mut yr, mut yi) = permute_input(x.0, x.1, perm);
+    let (mut dr, mut di) = permute_input(dx.0, dx.1, perm);
     for s in 0..log_n {
         let (ar, ai) = butterfly_stage(dr, di, tw.0, tw.1, s);
         let (br, bi) = butterfly_stage(yr.clone(), yi.clone(), dtw.0, dtw.1, s);
         (dr, di) = (ar + br, ai + bi);
         (yr, yi) = butterfly_stage(yr, yi, tw.0, tw.1, s);
     }
-    ((batch_major(yr), batch_major(yi)), (batch_major(dr), batch_major(di)))
+    ((yr, yi), (dr, di))
 }
 
 /// A value and its tangent, `((re, im), (d re, d im))`: what [`butterfly_tangent_reference`]
