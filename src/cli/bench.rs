@@ -149,10 +149,18 @@ pub enum BenchCommand {
     },
     /// Real signals: `Butterfly::rfft` through the exact butterfly of half the size against the
     /// exact butterfly of the full size on a zero imaginary part (bins 0 … N/2 kept), forward,
-    /// and forward + backward into the signal and the twiddles.
+    /// and forward + backward into the signal and the twiddles. With `--conv-taps K`, the same
+    /// for `FftConv1d` (exact FFT, causal, signals of N samples) through rfft against its complex
+    /// path, backward into the signal and the taps.
     Rfft {
         #[command(flatten)]
         size: OpSize,
+        /// Time `FftConv1d` with this many taps instead of the bare transform.
+        #[arg(long, value_parser = positive())]
+        conv_taps: Option<usize>,
+        /// Channels of the convolution (with `--conv-taps`).
+        #[arg(long, default_value_t = 1, value_parser = positive())]
+        channels: usize,
     },
 }
 
@@ -290,10 +298,13 @@ pub fn run(command: BenchCommand, global: &Global) -> Result<Value> {
             let ratios = anchor.map(|a| a.linear_ratios(&r)).transpose()?;
             Ok(with_anchor(serde_json::to_value(r).expect("bench results serialise"), ratios))
         }
-        BenchCommand::Rfft { size: OpSize { n, batch, warmup, iters } } => {
-            let r = dispatch(kind, precision, RfftBench { n, batch, warmup, iters })?;
+        BenchCommand::Rfft { size: OpSize { n, batch, warmup, iters }, conv_taps, channels } => {
+            let conv = conv_taps.map(|taps| (taps, channels));
+            let r = dispatch(kind, precision, RfftBench { n, batch, warmup, iters, conv })?;
+            let what =
+                r.conv.as_ref().map_or("transform".to_string(), |c| format!("conv K={} C={}", c.taps, c.channels));
             eprintln!(
-                "rfft n={} batch={} on {} ({}): rfft fwd {:.3} ms, fwd+bwd {:.3} ms; complex fwd {:.3} ms, fwd+bwd {:.3} ms: {:.2}× forward, {:.2}× fwd+bwd",
+                "rfft {what} n={} batch={} on {} ({}): rfft fwd {:.3} ms, fwd+bwd {:.3} ms; complex fwd {:.3} ms, fwd+bwd {:.3} ms: {:.2}× forward, {:.2}× fwd+bwd",
                 r.n,
                 r.batch,
                 r.backend,

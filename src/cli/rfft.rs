@@ -1,17 +1,18 @@
 //! `learned-fft bench rfft`: the transform of real signals through the half-size butterfly
 //! (`Butterfly::rfft`) against the complex path it replaces (a butterfly of the full size on the
 //! signal with a zero imaginary part, its first N/2 + 1 bins kept), forward and forward +
-//! backward ([`super::timing`]'s medians).
+//! backward ([`super::timing`]'s medians); or, with a kernel length, `FftConv1d` through rfft
+//! against its complex path.
 
-use burn::module::AutodiffModule;
-use burn::tensor::{Distribution, Tensor};
+use burn::module::{AutodiffModule, Module};
+use burn::tensor::{backend::Backend, Distribution, Tensor};
 use serde::Serialize;
 
 use learned_fft::backend::{BackendTask, FftBackend, Selected};
 use learned_fft::error::{Error, Result};
 use learned_fft::memory;
 use learned_fft::nn::exact_fft;
-use learned_fft::ButterflyOps;
+use learned_fft::{ButterflyOps, FftConv1dConfig};
 
 use super::linear::{times, LayerTimes};
 
@@ -26,6 +27,19 @@ pub struct RfftBench {
     pub warmup: usize,
     /// Timed calls (the median is reported).
     pub iters: usize,
+    /// `Some((taps, channels))`: time `FftConv1d` on signals of `n` samples instead.
+    pub conv: Option<(usize, usize)>,
+}
+
+/// The convolution timed by [`RfftBench`] with a kernel length.
+#[derive(Clone, Debug, Serialize)]
+pub struct ConvShape {
+    /// Taps K.
+    pub taps: usize,
+    /// Channels.
+    pub channels: usize,
+    /// FFT size (the rfft path's butterfly has half of it).
+    pub fft_size: usize,
 }
 
 /// Result of [`RfftBench`].
@@ -39,6 +53,9 @@ pub struct RfftBenchResult {
     pub backend: Selected,
     /// Whether the butterflies ran the fused kernels (false: the tensor-op reference).
     pub fused: bool,
+    /// The convolution timed, if not the bare transform (`rfft` and `complex` are then
+    /// `FftConv1d` with and without `rfft`).
+    pub conv: Option<ConvShape>,
     /// `rfft` through the exact butterfly of size N/2 (`params`: its twiddles).
     pub rfft: LayerTimes,
     /// The exact butterfly of size N on the real signal, bins 0 … N/2 kept.
@@ -57,6 +74,9 @@ impl BackendTask for RfftBench {
     fn run<B: FftBackend>(self, device: B::Device, selected: &Selected) -> Result<RfftBenchResult> {
         let op = "bench rfft";
         let n = self.n;
+        if let Some((taps, channels)) = self.conv {
+            return conv_times::<B>(&self, taps, channels, device, selected);
+        }
         if n < 4 || !n.is_power_of_two() {
             return Err(Error::invalid(op, "n a power of two >= 4", n));
         }
@@ -74,20 +94,20 @@ impl BackendTask for RfftBench {
         let loss = |(re, im): (Tensor<B, 2>, Tensor<B, 2>)| (re.sum_dim(1) + im.sum_dim(1)).sum();
         let r =
             times::<B, _>(twiddles(n / 2), counts, &device, &x, |x| half_inner.rfft(x), |x| Ok(loss(half.rfft(x)?)))?;
-        let bins = |(re, im): (Tensor<_, 2>, Tensor<_, 2>)| (re.narrow(1, 0, keep), im.narrow(1, 0, keep));
         let c = times::<B, _>(
             twiddles(n),
             counts,
             &device,
             &x,
-            |x| full_inner.forward_real(x).map(|y| (y.0.narrow(1, 0, keep), y.1.narrow(1, 0, keep))),
-            |x| Ok(loss(bins(full.forward_real(x)?))),
+            |x| full_inner.forward_real(x).map(|y| first_columns(y, keep)),
+            |x| Ok(loss(first_columns(full.forward_real(x)?, keep))),
         )?;
         Ok(RfftBenchResult {
             n,
             batch: self.batch,
             backend: selected.clone(),
             fused: <B as ButterflyOps>::butterfly_is_fused(n, &device),
+            conv: None,
             fwd_bwd_speedup: c.fwd_bwd_ms / r.fwd_bwd_ms,
             forward_speedup: c.forward_ms / r.forward_ms,
             forward_pipelined_speedup: c.forward_pipelined_ms / r.forward_pipelined_ms,
@@ -95,4 +115,64 @@ impl BackendTask for RfftBench {
             complex: c,
         })
     }
+}
+
+/// The first `keep` columns of a complex pair `[rows, n]`.
+fn first_columns<B: Backend>((re, im): (Tensor<B, 2>, Tensor<B, 2>), keep: usize) -> (Tensor<B, 2>, Tensor<B, 2>) {
+    (re.narrow(1, 0, keep), im.narrow(1, 0, keep))
+}
+
+/// [`RfftBench`] with a kernel length: `FftConv1d` (exact FFT, frozen, causal, bias) through
+/// rfft against the same layer's complex path on `[batch, channels, n]` signals; the backward
+/// into the signal, the taps and the bias.
+fn conv_times<B: FftBackend>(
+    bench: &RfftBench,
+    taps: usize,
+    channels: usize,
+    device: B::Device,
+    selected: &Selected,
+) -> Result<RfftBenchResult> {
+    let (n, batch) = (bench.n, bench.batch);
+    let float = std::mem::size_of::<B::FloatElem>();
+    let fft_size = (n + taps.max(1) - 1).next_power_of_two();
+    memory::ensure(
+        "bench rfft",
+        || format!("{batch} × {channels} signals of {n}"),
+        memory::product(&[batch, channels, fft_size, 8, float]),
+    )?;
+    let layer = |rfft: bool| FftConv1dConfig::new(channels, taps).with_rfft(rfft).init::<B>(n, &device);
+    let (real, complex) = (layer(true)?, layer(false)?);
+    let (real_inner, complex_inner) = (real.valid(), complex.valid());
+    let x = Tensor::<B::InnerBackend, 2>::random([batch, channels * n], Distribution::Normal(0.0, 1.0), &device);
+    let counts = (bench.warmup, bench.iters);
+    let shape = [batch, channels, n];
+    let loss = |y: Tensor<B, 3>| y.sum_dim(2).sum();
+    let r = times::<B, _>(
+        real.num_params(),
+        counts,
+        &device,
+        &x,
+        |x| real_inner.forward(x.reshape(shape)),
+        |x| Ok(loss(real.forward(x.reshape(shape))?)),
+    )?;
+    let c = times::<B, _>(
+        complex.num_params(),
+        counts,
+        &device,
+        &x,
+        |x| complex_inner.forward(x.reshape(shape)),
+        |x| Ok(loss(complex.forward(x.reshape(shape))?)),
+    )?;
+    Ok(RfftBenchResult {
+        n,
+        batch,
+        backend: selected.clone(),
+        fused: <B as ButterflyOps>::butterfly_is_fused(fft_size / 2, &device),
+        conv: Some(ConvShape { taps, channels, fft_size: real.fft_size() }),
+        fwd_bwd_speedup: c.fwd_bwd_ms / r.fwd_bwd_ms,
+        forward_speedup: c.forward_ms / r.forward_ms,
+        forward_pipelined_speedup: c.forward_pipelined_ms / r.forward_pipelined_ms,
+        rfft: r,
+        complex: c,
+    })
 }

@@ -14,6 +14,9 @@
 //! `y[n] = Σ_k h[k] · x[n − k]` with `x` zero outside `0…L−1` (causal: output `n = 0…L−1`), or all
 //! `L + K − 1` outputs ([`ConvOutput::Full`]), or indices mod L ([`ConvOutput::Circular`]).
 //!
+//! With `rfft` set, steps 2 and 3 run through a butterfly of size N/2 instead
+//! ([`crate::ops::butterfly::fft_conv_real`]: rfft, the product of N/2 + 1 bins, irfft).
+//!
 //! The op is [`ButterflyOps::butterfly_conv`]: on wgpu and CUDA without autodiff (inference) three
 //! fused launches (the twiddles relaid, the taps transformed, every channel convolved), elsewhere (and under autodiff, where the gradient is recorded) the tensor-op
 //! reference ([`crate::ops::butterfly::fft_conv_reference`]).
@@ -30,6 +33,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::nn::butterfly::{exact_fft, Butterfly};
+use crate::ops::butterfly::fft_conv_real;
 use crate::ops::ButterflyOps;
 
 /// Where an [`FftConv1d`]'s FFT comes from.
@@ -72,6 +76,12 @@ pub struct FftConv1dConfig {
     /// Which outputs are kept.
     #[config(default = "ConvOutput::Causal")]
     pub output: ConvOutput,
+    /// Transform the real signals and taps through a butterfly of half the FFT size, N/2
+    /// (rfft and irfft: [`Butterfly::rfft`]), instead of one of size N on a zero imaginary part:
+    /// half the butterfly work. The layer's FFT then has size N/2 (a checkpoint must be of N/2),
+    /// and N is at least 4.
+    #[config(default = false)]
+    pub rfft: bool,
     /// Initialiser of the taps and the bias: Burn `Conv1d`'s default (Kaiming uniform with gain
     /// 1/√3, fan-in K).
     #[config(default = "Initializer::KaimingUniform { gain: 0.577_350_269_189_625_8, fan_out_only: false }")]
@@ -79,16 +89,17 @@ pub struct FftConv1dConfig {
 }
 
 /// The FFT size for signals of `length` samples: the smallest power of two holding the linear
-/// convolution, or `length` itself for a circular one.
-fn fft_size(op: &'static str, output: ConvOutput, length: usize, kernel: usize) -> Result<usize> {
+/// convolution, or `length` itself for a circular one; at least `smallest` (2, or 4 for the
+/// rfft path, whose split step needs a half-size butterfly of 2).
+fn fft_size(op: &'static str, output: ConvOutput, length: usize, kernel: usize, smallest: usize) -> Result<usize> {
     match output {
         ConvOutput::Circular => {
-            if !length.is_power_of_two() || length < 2 || kernel > length {
-                return Err(Error::invalid(op, format!("for a circular convolution a signal length that is a power of two ≥ 2 and ≥ kernel_size = {kernel}"), length));
+            if !length.is_power_of_two() || length < smallest || kernel > length {
+                return Err(Error::invalid(op, format!("for a circular convolution a signal length that is a power of two ≥ {smallest} and ≥ kernel_size = {kernel}"), length));
             }
             Ok(length)
         }
-        _ => Ok((length + kernel - 1).next_power_of_two().max(2)),
+        _ => Ok((length + kernel - 1).next_power_of_two().max(smallest)),
     }
 }
 
@@ -114,17 +125,20 @@ impl FftConv1dConfig {
                 format!("length {length}"),
             ));
         }
-        let n = fft_size(op, self.output, length, self.kernel_size)?;
+        let n = fft_size(op, self.output, length, self.kernel_size, if self.rfft { 4 } else { 2 })?;
+        // The butterfly's own size: N, or N/2 on the rfft path.
+        let size = if self.rfft { n / 2 } else { n };
         let fft: Butterfly<B> = match &self.fft {
-            FftSource::Exact => exact_fft(n, false, device)?.no_grad(),
-            FftSource::Learnable => exact_fft(n, false, device)?,
+            FftSource::Exact => exact_fft(size, false, device)?.no_grad(),
+            FftSource::Learnable => exact_fft(size, false, device)?,
             FftSource::Checkpoint(path) => {
                 let layer = Butterfly::from_checkpoint(path, device)?;
-                if layer.n() != n {
+                if layer.n() != size {
+                    let half = if self.rfft { format!(", half the FFT size {n}: rfft") } else { String::new() };
                     return Err(Error::invalid(
                         op,
                         format!(
-                            "a checkpoint of N = {n} (signals of {length} samples, kernel {} taps)",
+                            "a checkpoint of N = {size} (signals of {length} samples, kernel {} taps{half})",
                             self.kernel_size
                         ),
                         format!("{}: N = {}", path.display(), layer.n()),
@@ -143,7 +157,17 @@ impl FftConv1dConfig {
         let bias = self.bias.then(|| {
             Param::from_tensor(own_dtype(self.initializer.init_with::<B, 1, _>([self.channels], Some(k), None, device)))
         });
-        Ok(FftConv1d { weight, bias, fft, channels: self.channels, kernel_size: k, length, n, output: self.output })
+        Ok(FftConv1d {
+            weight,
+            bias,
+            fft,
+            channels: self.channels,
+            kernel_size: k,
+            length,
+            n,
+            output: self.output,
+            rfft: self.rfft,
+        })
     }
 }
 
@@ -185,7 +209,7 @@ pub struct FftConv1d<B: Backend> {
     pub weight: Param<Tensor<B, 2>>,
     /// Bias, `[channels]`.
     pub bias: Option<Param<Tensor<B, 1>>>,
-    /// The FFT of size N.
+    /// The FFT: of size N, or N/2 on the rfft path.
     pub fft: Butterfly<B>,
     #[module(skip)]
     channels: usize,
@@ -197,6 +221,8 @@ pub struct FftConv1d<B: Backend> {
     n: usize,
     #[module(skip)]
     output: ConvOutput,
+    #[module(skip)]
+    rfft: bool,
 }
 
 impl<B: ButterflyOps> FftConv1d<B> {
@@ -230,9 +256,11 @@ impl<B: ButterflyOps> FftConv1d<B> {
                 format!("[{batch}, {channels}, {length}]"),
             ));
         }
-        // Fused on CubeCL backends without autodiff, the tensor-op reference (with its autodiff
-        // gradient) elsewhere: `ButterflyOps::butterfly_conv`.
-        Ok(B::butterfly_conv(
+        // Through rfft: tensor ops around the half-size butterfly (fused where the backend has
+        // kernels). Otherwise fused on CubeCL backends without autodiff, the tensor-op reference
+        // (with its autodiff gradient) elsewhere: `ButterflyOps::butterfly_conv`.
+        let conv = if self.rfft { fft_conv_real::<B> } else { B::butterfly_conv };
+        Ok(conv(
             x,
             self.weight.val(),
             self.bias.as_ref().map(|b| b.val()),

@@ -66,10 +66,12 @@ fn layer<B: ButterflyOps>(
     layer
 }
 
+/// Both paths (the butterfly of N on a zero imaginary part, and rfft through the butterfly of
+/// N/2) against the f64 sum.
 fn conv_matches_direct_sum<B: ButterflyOps>(device: &B::Device, _tol: Tol) {
     let limit = if is_f64::<B>() { CONV_REL_F64 } else { CONV_REL_F32 };
     let mut case = 0u64;
-    for (l, k, channels, batch, output) in [
+    for ((l, k, channels, batch, output), rfft) in [
         (16, 3, 1, 1, ConvOutput::Causal),
         (50, 7, 2, 3, ConvOutput::Causal),
         (50, 7, 2, 3, ConvOutput::Full),
@@ -77,21 +79,26 @@ fn conv_matches_direct_sum<B: ButterflyOps>(device: &B::Device, _tol: Tol) {
         (100, 33, 4, 2, ConvOutput::Full),
         (300, 129, 2, 1, ConvOutput::Causal),
         (5, 5, 1, 2, ConvOutput::Full),
-    ] {
+        (4, 2, 2, 1, ConvOutput::Circular),
+    ]
+    .into_iter()
+    .flat_map(|shape| [(shape, false), (shape, true)])
+    {
         case += 1;
         let x = round_to_backend::<B>(&normals(700 + case, batch * channels * l), device);
         let h = round_to_backend::<B>(&normals(800 + case, channels * k), device);
         let bias = round_to_backend::<B>(&normals(900 + case, channels), device);
-        let cfg = FftConv1dConfig::new(channels, k).with_output(output);
+        let cfg = FftConv1dConfig::new(channels, k).with_output(output).with_rfft(rfft);
         let conv = layer::<B>(&cfg, l, &h, &bias, device);
+        assert_eq!(conv.fft.n(), if rfft { conv.fft_size() / 2 } else { conv.fft_size() });
         let xt = learned_fft::float_tensor::<B, 1>(x.clone(), [x.len()], device).reshape([batch, channels, l]);
         let got = host(conv.forward(xt).unwrap());
         let want = direct(&x, &h, &bias, l, output);
-        assert_eq!(got.len(), want.len(), "L={l} K={k} {output:?}: output length");
+        assert_eq!(got.len(), want.len(), "L={l} K={k} {output:?} rfft {rfft}: output length");
         let err = rel_rms_real(&got, &want);
         assert!(
             err <= limit,
-            "L={l} K={k} C={channels} batch={batch} {output:?} (N={}): rel RMS {err:e} > {limit:e}",
+            "L={l} K={k} C={channels} batch={batch} {output:?} rfft {rfft} (N={}): rel RMS {err:e} > {limit:e}",
             conv.fft_size()
         );
     }
@@ -105,13 +112,15 @@ fn conv_gradients_match_finite_differences() {
     type A = Autodiff<NdArrayBackend<f64>>;
     let device = Default::default();
     let (batch, channels, l, k) = (2, 2, 12, 5);
-    for output in [ConvOutput::Causal, ConvOutput::Full] {
+    for (output, rfft) in
+        [(ConvOutput::Causal, false), (ConvOutput::Full, false), (ConvOutput::Causal, true), (ConvOutput::Full, true)]
+    {
         let x = normals(1, batch * channels * l);
         let h = normals(2, channels * k);
         let bias = normals(3, channels);
         let out = if output == ConvOutput::Full { l + k - 1 } else { l };
         let a = normals(4, batch * channels * out);
-        let cfg = FftConv1dConfig::new(channels, k).with_output(output);
+        let cfg = FftConv1dConfig::new(channels, k).with_output(output).with_rfft(rfft);
         let loss_of = |x: &[f64], h: &[f64], bias: &[f64]| -> (f64, [Vec<f64>; 3]) {
             let conv = layer::<A>(&cfg, l, h, bias, &device);
             let xt = learned_fft::float_tensor::<A, 1>(x.to_vec(), [x.len()], &device)
@@ -141,7 +150,7 @@ fn conv_gradients_match_finite_differences() {
                 let fd = (eval(step) - eval(-step)) / (2.0 * step);
                 assert!(
                     (g[i] - fd).abs() <= F64.fd_rel * g[i].abs().max(1e-3 * scale),
-                    "{output:?} grad {which} entry {i}: {} vs fd {fd}",
+                    "{output:?} rfft {rfft} grad {which} entry {i}: {} vs fd {fd}",
                     g[i]
                 );
             }
@@ -161,14 +170,17 @@ fn frozen_fft_stays_frozen_under_an_optimiser() {
 
 fn frozen_fft_case<A: burn::tensor::backend::AutodiffBackend + ButterflyOps>() {
     let device = Default::default();
-    let (channels, l, k) = (2, 48, 17); // N = 64: the shipped dft-n64 checkpoint fits.
+    let channels = 2;
     let ckpt = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("checkpoints/dft-n64-f32.lfft");
-    for (source, frozen) in
-        [(FftSource::Exact, true), (FftSource::Checkpoint(ckpt), true), (FftSource::Learnable, false)]
-    {
-        let cfg = FftConv1dConfig::new(channels, k).with_fft(source.clone());
+    let sources = [(FftSource::Exact, true), (FftSource::Checkpoint(ckpt), true), (FftSource::Learnable, false)];
+    // N = 64 (the butterfly of 64: the shipped dft-n64 checkpoint fits), and N = 128 through
+    // rfft (the butterfly of 64 again).
+    let cases = sources.iter().map(|s| (s, false, 48, 17)).chain(sources.iter().map(|s| (s, true, 100, 17)));
+    for ((source, frozen), rfft, l, k) in cases {
+        let (source, frozen) = (source.clone(), *frozen);
+        let cfg = FftConv1dConfig::new(channels, k).with_fft(source.clone()).with_rfft(rfft);
         let mut conv: FftConv1d<A> = cfg.init(l, &device).unwrap();
-        assert_eq!(conv.fft_size(), 64);
+        assert_eq!((conv.fft_size(), conv.fft.n()), if rfft { (128, 64) } else { (64, 64) });
         let bits = |c: &FftConv1d<A>| {
             host(c.fft.twiddle_re.val())
                 .into_iter()
@@ -290,6 +302,23 @@ fn conv_and_psd_bad_input_give_clear_errors() {
         .init::<Bk>(100, &device)
         .expect_err("refused"));
     assert!(wrong_n.contains("N = 128") && wrong_n.contains("N = 64"), "{wrong_n}");
+    // Through rfft the same signals need a checkpoint of half the FFT size.
+    let ckpt128 = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("checkpoints/dft-n128-f32.lfft");
+    let wrong_half = msg(FftConv1dConfig::new(1, 4)
+        .with_fft(FftSource::Checkpoint(ckpt128))
+        .with_rfft(true)
+        .init::<Bk>(100, &device)
+        .expect_err("refused"));
+    assert!(
+        wrong_half.contains("N = 64") && wrong_half.contains("rfft") && wrong_half.contains("N = 128"),
+        "{wrong_half}"
+    );
+    let tiny = msg(FftConv1dConfig::new(1, 1)
+        .with_output(ConvOutput::Circular)
+        .with_rfft(true)
+        .init::<Bk>(2, &device)
+        .expect_err("refused"));
+    assert!(tiny.contains("power of two ≥ 4") && tiny.contains('2'), "{tiny}");
     let conv: FftConv1d<Bk> = FftConv1dConfig::new(2, 4).init(20, &device).unwrap();
     let channels = msg(conv.forward(Tensor::zeros([1, 3, 20], &device)).expect_err("refused"));
     assert!(

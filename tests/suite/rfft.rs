@@ -193,6 +193,29 @@ fn with_twiddles<B: ButterflyOps>(m: usize, tw: (&[f64], &[f64]), device: &B::De
     learned_fft::Butterfly::from_factor(&factor, device).unwrap()
 }
 
+/// `rfft` of `x` `[BATCH, 2m]` through a default layer of size m, `irfft` of the bins, and the
+/// gradient into `x` of `Σ w₀·re + w₁·im + Σ back²`: (the bins re then im, back, d/dx).
+fn rfft_round_trip<B: ButterflyOps + burn::tensor::backend::AutodiffBackend>(
+    m: usize,
+    x: &[f64],
+    w: &[Vec<f64>; 2],
+    device: &B::Device,
+) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
+    let n = 2 * m;
+    let layer = ButterflyConfig::new(m).init::<B>(device).unwrap();
+    let xt = tensor2::<B>(x, BATCH, n, device).require_grad();
+    let (yr, yi) = layer.rfft(xt.clone()).unwrap();
+    let back = layer.irfft(yr.clone(), yi.clone()).unwrap();
+    let loss = (tensor2::<B>(&w[0], BATCH, m + 1, device) * yr.clone()
+        + tensor2::<B>(&w[1], BATCH, m + 1, device) * yi.clone())
+    .sum()
+        + back.clone().powf_scalar(2.0).sum();
+    let grads = loss.backward();
+    let mut y = host(yr);
+    y.extend(host(yi));
+    (y, host(back), host(xt.grad(&grads).unwrap()))
+}
+
 /// The fused path on wgpu: `rfft` and `irfft` and their gradients equal ndarray's in f32 within
 /// 1e-5 relative (the kernels' own bar against the twin), m = 2 … 256.
 #[test]
@@ -202,34 +225,8 @@ fn rfft_on_wgpu_equals_the_cpu() {
         let n = 2 * m;
         let x = normals(m as u64 + 3, BATCH * n);
         let w = [normals(m as u64 + 4, BATCH * (m + 1)), normals(m as u64 + 5, BATCH * (m + 1))];
-        let on = |device_is_wgpu: bool| {
-            fn go<B: ButterflyOps + burn::tensor::backend::AutodiffBackend>(
-                m: usize,
-                x: &[f64],
-                w: &[Vec<f64>; 2],
-                device: &B::Device,
-            ) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
-                let n = 2 * m;
-                let layer = ButterflyConfig::new(m).init::<B>(device).unwrap();
-                let xt = tensor2::<B>(x, BATCH, n, device).require_grad();
-                let (yr, yi) = layer.rfft(xt.clone()).unwrap();
-                let back = layer.irfft(yr.clone(), yi.clone()).unwrap();
-                let loss = (tensor2::<B>(&w[0], BATCH, m + 1, device) * yr.clone()
-                    + tensor2::<B>(&w[1], BATCH, m + 1, device) * yi.clone())
-                .sum()
-                    + back.clone().powf_scalar(2.0).sum();
-                let grads = loss.backward();
-                let mut y = host(yr);
-                y.extend(host(yi));
-                (y, host(back), host(xt.grad(&grads).unwrap()))
-            }
-            if device_is_wgpu {
-                go::<Autodiff<WgpuBackend>>(m, &x, &w, &wgpu)
-            } else {
-                go::<Autodiff<NdArrayBackend<f32>>>(m, &x, &w, &Default::default())
-            }
-        };
-        let (cpu, gpu) = (on(false), on(true));
+        let cpu = rfft_round_trip::<Autodiff<NdArrayBackend<f32>>>(m, &x, &w, &Default::default());
+        let gpu = rfft_round_trip::<Autodiff<WgpuBackend>>(m, &x, &w, &wgpu);
         for (what, a, b) in [("rfft", &cpu.0, &gpu.0), ("irfft", &cpu.1, &gpu.1), ("d/dx", &cpu.2, &gpu.2)] {
             let err = rel_rms_real(b, a);
             assert!(err <= 1e-5, "m = {m}, {what}: wgpu against ndarray, rel RMS {err:e}");
@@ -251,8 +248,8 @@ fn bad_rfft_input_is_refused() {
         other => panic!("expected an invalid-input error from {op}, got {other:?}"),
     };
     let zeros = |rows: usize, cols: usize| Tensor::<B, 2>::zeros([rows, cols], &device);
-    invalid(layer.rfft(zeros(2, 8)).map(|_| ()), "butterfly.rfft", "last dimension 16");
+    invalid(layer.rfft(zeros(2, 8)).map(|_| ()), "butterfly.rfft", "last dimension 2N = 16");
     invalid(layer.rfft(zeros(0, 16)).map(|_| ()), "butterfly.rfft", "at least one signal");
-    invalid(layer.irfft(zeros(2, 8), zeros(2, 8)).map(|_| ()), "butterfly.irfft", "last dimension 9");
+    invalid(layer.irfft(zeros(2, 8), zeros(2, 8)).map(|_| ()), "butterfly.irfft", "last dimension N + 1 = 9");
     invalid(layer.irfft(zeros(2, 9), zeros(3, 9)).map(|_| ()), "butterfly.irfft", "the same shape");
 }

@@ -165,7 +165,7 @@ impl<B: Backend> Butterfly<B> {
         &self,
         re: Tensor<B, D>,
         im: Tensor<B, D>,
-        op: impl FnOnce(
+        op_fn: impl FnOnce(
             Tensor<B, 2>,
             Tensor<B, 2>,
             Tensor<B, 4>,
@@ -173,30 +173,10 @@ impl<B: Backend> Butterfly<B> {
             &Permutation,
         ) -> (Tensor<B, 2>, Tensor<B, 2>),
     ) -> Result<(Tensor<B, D>, Tensor<B, D>)> {
-        let dims = re.dims();
-        if dims != im.dims() {
-            return Err(Error::invalid(
-                "butterfly.forward",
-                format!("re and im of the same shape (re is {dims:?})"),
-                format!("im of shape {:?}", im.dims()),
-            ));
-        }
-        let last = dims.last().copied().unwrap_or(0);
-        if D == 0 || last != self.n {
-            return Err(Error::invalid(
-                "butterfly.forward",
-                format!("last dimension n = {}", self.n),
-                format!("shape {dims:?}"),
-            ));
-        }
-        let batch = dims[..D - 1].iter().product::<usize>();
-        let (yr, yi) = op(
-            re.reshape([batch, self.n]),
-            im.reshape([batch, self.n]),
-            self.twiddle_re.val(),
-            self.twiddle_im.val(),
-            &self.permutation,
-        );
+        let op = "butterfly.forward";
+        same_shape(op, &re, &im)?;
+        let ((re, dims), (im, _)) = (rows(op, re, ("n", self.n))?, rows(op, im, ("n", self.n))?);
+        let (yr, yi) = op_fn(re, im, self.twiddle_re.val(), self.twiddle_im.val(), &self.permutation);
         Ok((yr.reshape(dims), yi.reshape(dims)))
     }
 }
@@ -246,7 +226,7 @@ impl<B: ButterflyOps> Butterfly<B> {
     /// [`Error::InvalidInput`] when the last dimension is not 2N or the layer's N is below 2.
     pub fn rfft<const D: usize>(&self, x: Tensor<B, D>) -> Result<(Tensor<B, D>, Tensor<B, D>)> {
         let op = "butterfly.rfft";
-        let (x, dims) = self.real_rows(op, x, 2 * self.n)?;
+        let (x, dims) = self.real_rows(op, x, ("2N", 2 * self.n))?;
         let (zr, zi) = rfft::pack(x);
         let (zr, zi) = B::butterfly(zr, zi, self.twiddle_re.val(), self.twiddle_im.val(), &self.permutation);
         let (xr, xi) = rfft::split(zr, zi);
@@ -268,38 +248,30 @@ impl<B: ButterflyOps> Butterfly<B> {
     /// layer's N is below 2.
     pub fn irfft<const D: usize>(&self, re: Tensor<B, D>, im: Tensor<B, D>) -> Result<Tensor<B, D>> {
         let op = "butterfly.irfft";
-        if re.dims() != im.dims() {
-            return Err(Error::invalid(
-                op,
-                format!("re and im of the same shape (re is {:?})", re.dims()),
-                format!("im of shape {:?}", im.dims()),
-            ));
-        }
-        let ((re, dims), (im, _)) = (self.real_rows(op, re, self.n + 1)?, self.real_rows(op, im, self.n + 1)?);
+        same_shape(op, &re, &im)?;
+        let ((re, dims), (im, _)) =
+            (self.real_rows(op, re, ("N + 1", self.n + 1))?, self.real_rows(op, im, ("N + 1", self.n + 1))?);
         let (zr, zi) = rfft::merge(re, im);
         let (zr, zi) = B::butterfly(zr, zi.neg(), self.twiddle_re.val(), self.twiddle_im.val(), &self.permutation);
         Ok(rfft::unpack(zr, zi.neg()).reshape(with_last(dims, 2 * self.n)))
     }
 
-    /// `x` `[..., last]` as `[rows, last]`, with its shape, after checking `last` and N ≥ 2.
+    /// `x` `[..., last]` as `[rows, last]`, with its shape, after checking `last`, that there is
+    /// a signal, and N ≥ 2 (the split step's smallest size).
     fn real_rows<const D: usize>(
         &self,
         op: &'static str,
         x: Tensor<B, D>,
-        last: usize,
+        last: (&str, usize),
     ) -> Result<(Tensor<B, 2>, [usize; D])> {
-        let dims = x.dims();
         if self.n < 2 {
             return Err(Error::invalid(op, "a butterfly of size 2 or more", format!("size {}", self.n)));
         }
-        if D == 0 || dims[D - 1] != last {
-            return Err(Error::invalid(op, format!("last dimension {last}"), format!("shape {dims:?}")));
-        }
-        let rows = dims[..D - 1].iter().product::<usize>();
-        if rows == 0 {
+        let (x, dims) = rows(op, x, last)?;
+        if x.dims()[0] == 0 {
             return Err(Error::invalid(op, "at least one signal", format!("shape {dims:?}")));
         }
-        Ok((x.reshape([rows, last]), dims))
+        Ok((x, dims))
     }
 
     /// The dense N×N matrix as the layer computes it: its forward applied to the identity on
@@ -451,4 +423,31 @@ pub fn exact_fft<B: ButterflyOps>(n: usize, inverse: bool, device: &B::Device) -
 fn with_last<const D: usize>(mut dims: [usize; D], last: usize) -> [usize; D] {
     dims[D - 1] = last;
     dims
+}
+
+/// An error naming `op` unless `re` and `im` have one shape.
+fn same_shape<B: Backend, const D: usize>(op: &'static str, re: &Tensor<B, D>, im: &Tensor<B, D>) -> Result<()> {
+    if re.dims() == im.dims() {
+        return Ok(());
+    }
+    Err(Error::invalid(
+        op,
+        format!("re and im of the same shape (re is {:?})", re.dims()),
+        format!("im of shape {:?}", im.dims()),
+    ))
+}
+
+/// `x` `[..., last]` as `[rows, last]`, with its shape; an error naming `op` when its last
+/// dimension is not `last` (`name` says what it is in the layer's terms, such as `n` or `2N`).
+fn rows<B: Backend, const D: usize>(
+    op: &'static str,
+    x: Tensor<B, D>,
+    (name, last): (&str, usize),
+) -> Result<(Tensor<B, 2>, [usize; D])> {
+    let dims = x.dims();
+    if D == 0 || dims[D - 1] != last {
+        return Err(Error::invalid(op, format!("last dimension {name} = {last}"), format!("shape {dims:?}")));
+    }
+    let rows = dims[..D - 1].iter().product::<usize>();
+    Ok((x.reshape([rows, last]), dims))
 }

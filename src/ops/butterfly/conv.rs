@@ -15,9 +15,16 @@
 //!   backward.
 //!
 //! The dispatch is `ButterflyOps::butterfly_conv`.
+//!
+//! [`real_composed`] is the same convolution through a butterfly of half the size, `G` of
+//! M = N/2: the signal and the taps through `rfft` (packed as M complex values, `G`, the split
+//! step of `rfft.rs`), their M + 1 bins multiplied, and back through `irfft` (the merge step,
+//! `G⁻¹ z = conj(G conj z)`, unpacked). Two half-size butterflies per signal instead of two
+//! full-size ones, as tensor ops with the butterflies fused where the backend has kernels.
 
 use burn::tensor::{backend::Backend, Tensor};
 
+use super::rfft;
 use crate::tensors::full;
 
 /// `x` `[batch, channels, L]` zero-padded to `[batch, channels, n]`.
@@ -58,6 +65,44 @@ pub(crate) fn composed<B: Backend>(
     let zi = xr * hi + xi * hr;
     let (yr, _) = fft3(zr, zi.neg());
     let mut y = if out_len == n { yr } else { yr.narrow(2, 0, out_len) };
+    if let Some(bias) = bias {
+        y = y + bias.reshape([1, channels, 1]);
+    }
+    y
+}
+
+/// The FFT convolution through `half_fft`, the butterfly of size `n / 2` on `[rows, n / 2]`
+/// (re, im) pairs: rfft, the product of the M + 1 bins, irfft (see the module docs). `n ≥ 4`.
+pub(crate) fn real_composed<B: Backend>(
+    x: Tensor<B, 3>,
+    weight: Tensor<B, 2>,
+    bias: Option<Tensor<B, 1>>,
+    n: usize,
+    out_len: usize,
+    half_fft: impl Fn(Tensor<B, 2>, Tensor<B, 2>) -> (Tensor<B, 2>, Tensor<B, 2>),
+) -> Tensor<B, 3> {
+    let bins = n / 2 + 1;
+    // The unitary transform of size n of `[a, b, n]` real signals: `[a, b, n/2 + 1]` bins.
+    let rfft3 = |x: Tensor<B, 3>| {
+        let [a, b, _] = x.dims();
+        let (zr, zi) = rfft::pack(x.reshape([a * b, n]));
+        let (zr, zi) = half_fft(zr, zi);
+        let (xr, xi) = rfft::split(zr, zi);
+        (xr.reshape([a, b, bins]), xi.reshape([a, b, bins]))
+    };
+    let channels = weight.dims()[0];
+    let (xr, xi) = rfft3(pad(x, n));
+    let (hr, hi) = rfft3(pad(weight.unsqueeze_dim::<3>(0), n));
+    // Z = √n · X ⊙ H, the spectrum of the convolution in the unitary convention.
+    let scale = (n as f64).sqrt();
+    let zr = (xr.clone() * hr.clone() - xi.clone() * hi.clone()).mul_scalar(scale);
+    let zi = (xr * hi + xi * hr).mul_scalar(scale);
+    let [batch, _, _] = zr.dims();
+    let rows = batch * channels;
+    let (zr, zi) = rfft::merge(zr.reshape([rows, bins]), zi.reshape([rows, bins]));
+    let (yr, yi) = half_fft(zr, zi.neg());
+    let y = rfft::unpack(yr, yi.neg()).reshape([batch, channels, n]);
+    let mut y = if out_len == n { y } else { y.narrow(2, 0, out_len) };
     if let Some(bias) = bias {
         y = y + bias.reshape([1, channels, 1]);
     }

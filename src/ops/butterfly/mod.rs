@@ -160,3 +160,25 @@ pub fn fft_conv_reference<B: ButterflyOps>(
 ) -> Tensor<B, 3> {
     conv::composed(x, weight, bias, n, out_len, |re, im| B::butterfly(re, im, tw_re.clone(), tw_im.clone(), perm))
 }
+
+/// The FFT convolution of real signals through the butterfly of half the FFT size: rfft, the
+/// product of the `n/2 + 1` bins, irfft (see `conv.rs`), as tensor ops with `B`'s own butterflies
+/// (fused where it has kernels); its gradient comes from Burn's autodiff. About half the
+/// butterfly work of [`fft_conv_reference`].
+///
+/// # Shapes
+/// As [`fft_conv_reference`], but `tw_re`, `tw_im`: `[log2 n − 1, n/4, 2, 2]` (a butterfly of
+/// size n/2), `n ≥ 4`, and `perm` of size n/2.
+#[allow(clippy::too_many_arguments)]
+pub fn fft_conv_real<B: ButterflyOps>(
+    x: Tensor<B, 3>,
+    weight: Tensor<B, 2>,
+    bias: Option<Tensor<B, 1>>,
+    tw_re: Tensor<B, 4>,
+    tw_im: Tensor<B, 4>,
+    perm: &Permutation,
+    n: usize,
+    out_len: usize,
+) -> Tensor<B, 3> {
+    conv::real_composed(x, weight, bias, n, out_len, |re, im| B::butterfly(re, im, tw_re.clone(), tw_im.clone(), perm))
+}
