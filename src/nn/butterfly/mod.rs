@@ -227,9 +227,7 @@ impl<B: ButterflyOps> Butterfly<B> {
     pub fn rfft<const D: usize>(&self, x: Tensor<B, D>) -> Result<(Tensor<B, D>, Tensor<B, D>)> {
         let op = "butterfly.rfft";
         let (x, dims) = self.real_rows(op, x, ("2N", 2 * self.n))?;
-        let (zr, zi) = rfft::pack(x);
-        let (zr, zi) = B::butterfly(zr, zi, self.twiddle_re.val(), self.twiddle_im.val(), &self.permutation);
-        let (xr, xi) = rfft::split(zr, zi);
+        let (xr, xi) = rfft::forward(x, |re, im| self.apply_rows(re, im));
         Ok((xr.reshape(with_last(dims, self.n + 1)), xi.reshape(with_last(dims, self.n + 1))))
     }
 
@@ -251,9 +249,12 @@ impl<B: ButterflyOps> Butterfly<B> {
         same_shape(op, &re, &im)?;
         let ((re, dims), (im, _)) =
             (self.real_rows(op, re, ("N + 1", self.n + 1))?, self.real_rows(op, im, ("N + 1", self.n + 1))?);
-        let (zr, zi) = rfft::merge(re, im);
-        let (zr, zi) = B::butterfly(zr, zi.neg(), self.twiddle_re.val(), self.twiddle_im.val(), &self.permutation);
-        Ok(rfft::unpack(zr, zi.neg()).reshape(with_last(dims, 2 * self.n)))
+        Ok(rfft::inverse(re, im, |re, im| self.apply_rows(re, im)).reshape(with_last(dims, 2 * self.n)))
+    }
+
+    /// `B`'s butterfly with this layer's twiddles on `[rows, n]` pairs, unchecked.
+    fn apply_rows(&self, re: Tensor<B, 2>, im: Tensor<B, 2>) -> (Tensor<B, 2>, Tensor<B, 2>) {
+        B::butterfly(re, im, self.twiddle_re.val(), self.twiddle_im.val(), &self.permutation)
     }
 
     /// `x` `[..., last]` as `[rows, last]`, with its shape, after checking `last`, that there is

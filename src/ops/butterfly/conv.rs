@@ -53,7 +53,6 @@ pub(crate) fn composed<B: Backend>(
         let (yr, yi) = fft(re.reshape([rows, n]), im.reshape([rows, n]));
         (yr.reshape(dims), yi.reshape(dims))
     };
-    let channels = weight.dims()[0];
     let scale = (n as f64).sqrt();
     let x = pad(x, n);
     let (xr, xi) = fft3(x.clone(), x.zeros_like());
@@ -64,11 +63,17 @@ pub(crate) fn composed<B: Backend>(
     let zr = xr.clone() * hr.clone() - xi.clone() * hi.clone();
     let zi = xr * hi + xi * hr;
     let (yr, _) = fft3(zr, zi.neg());
-    let mut y = if out_len == n { yr } else { yr.narrow(2, 0, out_len) };
-    if let Some(bias) = bias {
-        y = y + bias.reshape([1, channels, 1]);
+    crop_and_bias(yr, out_len, bias)
+}
+
+/// The first `out_len` samples of `y` `[batch, channels, n]`, plus `bias[c]` on channel c.
+fn crop_and_bias<B: Backend>(y: Tensor<B, 3>, out_len: usize, bias: Option<Tensor<B, 1>>) -> Tensor<B, 3> {
+    let [_, channels, n] = y.dims();
+    let y = if out_len == n { y } else { y.narrow(2, 0, out_len) };
+    match bias {
+        Some(bias) => y + bias.reshape([1, channels, 1]),
+        None => y,
     }
-    y
 }
 
 /// The FFT convolution through `half_fft`, the butterfly of size `n / 2` on `[rows, n / 2]`
@@ -85,9 +90,7 @@ pub(crate) fn real_composed<B: Backend>(
     // The unitary transform of size n of `[a, b, n]` real signals: `[a, b, n/2 + 1]` bins.
     let rfft3 = |x: Tensor<B, 3>| {
         let [a, b, _] = x.dims();
-        let (zr, zi) = rfft::pack(x.reshape([a * b, n]));
-        let (zr, zi) = half_fft(zr, zi);
-        let (xr, xi) = rfft::split(zr, zi);
+        let (xr, xi) = rfft::forward(x.reshape([a * b, n]), &half_fft);
         (xr.reshape([a, b, bins]), xi.reshape([a, b, bins]))
     };
     let channels = weight.dims()[0];
@@ -99,12 +102,6 @@ pub(crate) fn real_composed<B: Backend>(
     let zi = (xr * hi + xi * hr).mul_scalar(scale);
     let [batch, _, _] = zr.dims();
     let rows = batch * channels;
-    let (zr, zi) = rfft::merge(zr.reshape([rows, bins]), zi.reshape([rows, bins]));
-    let (yr, yi) = half_fft(zr, zi.neg());
-    let y = rfft::unpack(yr, yi.neg()).reshape([batch, channels, n]);
-    let mut y = if out_len == n { y } else { y.narrow(2, 0, out_len) };
-    if let Some(bias) = bias {
-        y = y + bias.reshape([1, channels, 1]);
-    }
-    y
+    let y = rfft::inverse(zr.reshape([rows, bins]), zi.reshape([rows, bins]), &half_fft);
+    crop_and_bias(y.reshape([batch, channels, n]), out_len, bias)
 }

@@ -38,21 +38,21 @@ fn with_mirror<B: Backend>(z: Tensor<B, 2>) -> (Tensor<B, 2>, Tensor<B, 2>) {
 
 /// Packs real signals `[rows, 2m]` as complex `[rows, m]`: even samples the real part, odd the
 /// imaginary.
-pub(crate) fn pack<B: Backend>(x: Tensor<B, 2>) -> (Tensor<B, 2>, Tensor<B, 2>) {
+fn pack<B: Backend>(x: Tensor<B, 2>) -> (Tensor<B, 2>, Tensor<B, 2>) {
     let [rows, n] = x.dims();
     let pairs = x.reshape([rows, n / 2, 2]);
     (pairs.clone().narrow(2, 0, 1).reshape([rows, n / 2]), pairs.narrow(2, 1, 1).reshape([rows, n / 2]))
 }
 
 /// The inverse of [`pack`]: `[rows, m]` real and imaginary parts as `[rows, 2m]` samples.
-pub(crate) fn unpack<B: Backend>(re: Tensor<B, 2>, im: Tensor<B, 2>) -> Tensor<B, 2> {
+fn unpack<B: Backend>(re: Tensor<B, 2>, im: Tensor<B, 2>) -> Tensor<B, 2> {
     let [rows, m] = re.dims();
     Tensor::stack::<3>(vec![re, im], 2).reshape([rows, 2 * m])
 }
 
 /// The split step: from `Z = G z` (`[rows, m]` each, m ≥ 2) to the `m + 1` bins of the
 /// transform of size 2m (see the module docs).
-pub(crate) fn split<B: Backend>(zr: Tensor<B, 2>, zi: Tensor<B, 2>) -> (Tensor<B, 2>, Tensor<B, 2>) {
+fn split<B: Backend>(zr: Tensor<B, 2>, zi: Tensor<B, 2>) -> (Tensor<B, 2>, Tensor<B, 2>) {
     let m = zr.dims()[1];
     let device = zr.device();
     let (ar, rr) = with_mirror(zr);
@@ -72,7 +72,7 @@ pub(crate) fn split<B: Backend>(zr: Tensor<B, 2>, zi: Tensor<B, 2>) -> (Tensor<B
 /// signal's transform to `√2 · Z` `[rows, m]`, so that `G⁻¹` of it is the packed signal. The
 /// imaginary parts of bins 0 and m are dropped, as numpy's and torch's `irfft` drop them (a real
 /// signal's are zero).
-pub(crate) fn merge<B: Backend>(xr: Tensor<B, 2>, xi: Tensor<B, 2>) -> (Tensor<B, 2>, Tensor<B, 2>) {
+fn merge<B: Backend>(xr: Tensor<B, 2>, xi: Tensor<B, 2>) -> (Tensor<B, 2>, Tensor<B, 2>) {
     let m = xr.dims()[1] - 1;
     let device = xr.device();
     let inner = |t: Tensor<B, 2>| t.narrow(1, 1, m - 1);
@@ -89,4 +89,28 @@ pub(crate) fn merge<B: Backend>(xr: Tensor<B, 2>, xi: Tensor<B, 2>) -> (Tensor<B
     // √2 · Z, the halves folded into the scale.
     let scale = std::f64::consts::FRAC_1_SQRT_2;
     ((er - oi).mul_scalar(scale), (ei + or).mul_scalar(scale))
+}
+
+/// The transform of real rows `[rows, 2m]` through `fft`, a butterfly of size m on `[rows, m]`
+/// (re, im) pairs: packed, transformed, split into the `m + 1` bins `[rows, m + 1]` (unitary of
+/// size 2m when `fft` is the unitary DFT of m).
+pub(crate) fn forward<B: Backend>(
+    x: Tensor<B, 2>,
+    fft: impl Fn(Tensor<B, 2>, Tensor<B, 2>) -> (Tensor<B, 2>, Tensor<B, 2>),
+) -> (Tensor<B, 2>, Tensor<B, 2>) {
+    let (zr, zi) = pack(x);
+    let (zr, zi) = fft(zr, zi);
+    split(zr, zi)
+}
+
+/// The inverse of [`forward`] through the same `fft`: the bins `[rows, m + 1]` merged, through
+/// `G⁻¹ z = conj(G conj z)`, unpacked to `[rows, 2m]` real samples.
+pub(crate) fn inverse<B: Backend>(
+    xr: Tensor<B, 2>,
+    xi: Tensor<B, 2>,
+    fft: impl Fn(Tensor<B, 2>, Tensor<B, 2>) -> (Tensor<B, 2>, Tensor<B, 2>),
+) -> Tensor<B, 2> {
+    let (zr, zi) = merge(xr, xi);
+    let (zr, zi) = fft(zr, zi.neg());
+    unpack(zr, zi.neg())
 }
