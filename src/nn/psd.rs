@@ -11,6 +11,12 @@ use crate::tensors::{float_tensor, full};
 /// Welch's power spectral density on the exact butterfly FFT: segments of `segment` samples
 /// overlapping by `overlap`, each windowed and transformed, their periodograms averaged.
 ///
+/// Where `B`'s butterfly of `segment` is tensor ops (ndarray, candle) the segments go through
+/// rfft: the exact butterfly of `segment / 2` and the split step, half the butterfly work. Where
+/// it is the fused kernel (wgpu, CUDA), and for a segment of 2, they go through the complex
+/// butterfly of `segment` on a zero imaginary part: there the split step's tensor ops cost more
+/// than the half-size butterfly saves (`bench rfft`, in the guide's limits).
+///
 /// Scaling is scipy's `welch(x, fs=1, window, nperseg=segment, noverlap=overlap,
 /// detrend=False, scaling="density")`: `|DFT|² / Σ w²`, one-sided (bins 1…S/2−1 doubled).
 ///
@@ -27,11 +33,16 @@ pub fn welch_psd<B: ButterflyOps>(
     window: Window,
 ) -> Result<Tensor<B, 2>> {
     check_power_of_two("welch_psd", segment)?;
-    let fft = exact_fft::<B>(segment, false, &signal.device())?;
-    welch_psd_with(&fft, signal, overlap, window)
+    if segment < 4 || B::butterfly_is_fused(segment, &signal.device()) {
+        let fft = exact_fft::<B>(segment, false, &signal.device())?;
+        return welch_psd_with(&fft, signal, overlap, window);
+    }
+    let half = exact_fft::<B>(segment / 2, false, &signal.device())?;
+    welch(signal, segment, overlap, window, |x| half.rfft(x))
 }
 
-/// [`welch_psd`] on a given butterfly (for example a trained one); the segment is its N.
+/// [`welch_psd`] on a given butterfly of size `segment` (for example a trained one), applied to
+/// each real segment with a zero imaginary part; its first `segment / 2 + 1` bins are kept.
 ///
 /// # Errors
 /// As [`welch_psd`].
@@ -41,8 +52,23 @@ pub fn welch_psd_with<B: ButterflyOps>(
     overlap: usize,
     window: Window,
 ) -> Result<Tensor<B, 2>> {
+    let bins = fft.n() / 2 + 1;
+    welch(signal, fft.n(), overlap, window, |x| {
+        let (re, im) = fft.forward_real(x)?;
+        Ok((re.narrow(2, 0, bins), im.narrow(2, 0, bins)))
+    })
+}
+
+/// Welch's estimate with `transform` taking the windowed segments `[batch, frames, segment]` to
+/// their unitary DFT's bins `0 … segment/2` (re, im).
+fn welch<B: Backend>(
+    signal: Tensor<B, 2>,
+    segment: usize,
+    overlap: usize,
+    window: Window,
+    transform: impl FnOnce(Tensor<B, 3>) -> Result<(Tensor<B, 3>, Tensor<B, 3>)>,
+) -> Result<Tensor<B, 2>> {
     let op = "welch_psd";
-    let segment = fft.n();
     if overlap >= segment {
         return Err(Error::invalid(op, format!("overlap < segment = {segment}"), overlap));
     }
@@ -57,10 +83,10 @@ pub fn welch_psd_with<B: ButterflyOps>(
     let framed =
         crate::tensors::select_columns(signal, frame_indices(frames, segment, hop)).reshape([batch, frames, segment]);
     let windowed = framed * float_tensor::<B, 1>(w, [segment], &device).reshape([1, 1, segment]);
-    let (re, im) = fft.forward_real(windowed)?;
+    let (re, im) = transform(windowed)?;
     let bins = segment / 2 + 1;
-    // The butterfly is unitary (DFT/√S): |DFT|² = S·|X|².
-    let power = (re.powi_scalar(2) + im.powi_scalar(2)).narrow(2, 0, bins);
+    // The transform is unitary (DFT/√S): |DFT|² = S·|X|².
+    let power = re.powi_scalar(2) + im.powi_scalar(2);
     let one_sided: Vec<f64> = (0..bins).map(|k| if k == 0 || k == segment / 2 { 1.0 } else { 2.0 }).collect();
     let weights = float_tensor::<B, 1>(one_sided, [bins], &device).reshape([1, 1, bins]);
     let psd = (power * weights).mean_dim(1).mul_scalar(segment as f64 / norm);

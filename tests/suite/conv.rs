@@ -6,7 +6,8 @@ use burn::backend::Autodiff;
 use burn::module::{Module, Param};
 use burn::optim::{AdamConfig, GradientsParams, Optimizer};
 use burn::tensor::Tensor;
-use learned_fft::nn::psd::{top_k_peaks, welch_psd};
+use learned_fft::nn::exact_fft;
+use learned_fft::nn::psd::{top_k_peaks, welch_psd, welch_psd_with};
 use learned_fft::ButterflyOps;
 use learned_fft::Window;
 use learned_fft::{ConvOutput, FftConv1d, FftConv1dConfig, FftSource};
@@ -239,17 +240,27 @@ fn welch_matches_f64<B: ButterflyOps>(device: &B::Device, _tol: Tol) {
         (777, 128, 0, Window::Hamming, 2),
         (256, 256, 0, Window::Rectangular, 1),
         (500, 32, 24, Window::Hann, 2),
+        (100, 4, 2, Window::Hann, 2),
+        (50, 2, 1, Window::Rectangular, 1),
     ] {
         let x = round_to_backend::<B>(&normals(segment as u64 + t as u64, batch * t), device);
-        let got = host(welch_psd(tensor2::<B>(&x, batch, t, device), segment, overlap, window).unwrap());
+        // `welch_psd` through rfft (the butterfly of segment/2; of 2 at segment 2), and
+        // `welch_psd_with` through the complex butterfly of the whole segment.
+        let fft = exact_fft::<B>(segment, false, device).unwrap();
+        let paths = [
+            ("rfft", host(welch_psd(tensor2::<B>(&x, batch, t, device), segment, overlap, window).unwrap())),
+            ("complex", host(welch_psd_with(&fft, tensor2::<B>(&x, batch, t, device), overlap, window).unwrap())),
+        ];
         let bins = segment / 2 + 1;
-        for b in 0..batch {
-            let want = welch_f64(&x[b * t..(b + 1) * t], segment, overlap, window);
-            let err = rel_rms_real(&got[b * bins..(b + 1) * bins], &want);
-            assert!(
-                err <= limit,
-                "T={t} segment={segment} overlap={overlap} {window:?} row {b}: rel RMS {err:e} > {limit:e}"
-            );
+        for (path, got) in paths {
+            for b in 0..batch {
+                let want = welch_f64(&x[b * t..(b + 1) * t], segment, overlap, window);
+                let err = rel_rms_real(&got[b * bins..(b + 1) * bins], &want);
+                assert!(
+                    err <= limit,
+                    "{path}: T={t} segment={segment} overlap={overlap} {window:?} row {b}: rel RMS {err:e} > {limit:e}"
+                );
+            }
         }
     }
 }
