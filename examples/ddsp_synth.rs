@@ -38,10 +38,12 @@ use burn::module::{Module, ModuleVisitor, Param};
 use burn::nn::loss::Reduction;
 use burn::nn::{Linear, LinearConfig, Relu};
 use burn::optim::{AdamConfig, GradientsAccumulator, GradientsParams, Optimizer};
-use burn::tensor::backend::{Backend, Device as _, DeviceId};
+use burn::tensor::backend::Backend;
 use burn::tensor::{activation::sigmoid, Tensor};
 use clap::Parser;
-use learned_fft::backend::{dispatch, BackendKind, BackendTask, FftBackend, Precision, Selected, BACKEND_ENV};
+use learned_fft::backend::{
+    dispatch, local_devices, BackendKind, BackendTask, FftBackend, Precision, Selected, BACKEND_ENV,
+};
 use learned_fft::nn::exact_fft;
 use learned_fft::plot::Spectrogram;
 use learned_fft::{
@@ -286,18 +288,7 @@ impl Spread {
     fn devices<B: Backend>(self, device: &B::Device) -> learned_fft::Result<Vec<B::Device>> {
         match self {
             Spread::Repeat(n) => Ok(vec![device.clone(); n]),
-            Spread::Local(n) => {
-                let kind = device.to_id().type_id;
-                let available = B::device_count(kind);
-                if n > available {
-                    return Err(learned_fft::Error::invalid(
-                        "ddsp_synth",
-                        format!("at most the {available} devices the backend reports"),
-                        format!("--devices {n}"),
-                    ));
-                }
-                Ok((0..n).map(|i| B::Device::from_id(DeviceId::new(kind, i as u16))).collect())
-            }
+            Spread::Local(n) => local_devices::<B>("ddsp_synth", device, n),
         }
     }
 }
@@ -556,18 +547,24 @@ mod tests {
     /// the model found the targets' harmonics, not only a sound with a similar spectrogram.
     const HARMONIC_ERROR: f64 = 0.1;
 
-    /// A smaller run of the example on the CPU: the loss falls by [`FALL`] and the harmonic
-    /// amplitudes end within [`HARMONIC_ERROR`] of the targets'.
+    /// The test's smaller run: 2048 samples, 24 harmonics, 8 bands, windows of 512, 128 and 32.
+    const SMALL: Setup =
+        Setup { samples: 2048, harmonics: 24, bands: 8, windows: [512, 128, 32], steps: 150, ..Setup::EXAMPLE };
+
+    /// Trains [`SMALL`] on ndarray over `devices` and checks that the loss falls by [`FALL`] and
+    /// the harmonic amplitudes end within [`HARMONIC_ERROR`] of the targets'.
+    fn learns_at_a_small_size(devices: Spread) {
+        let outcome = dispatch(BackendKind::Ndarray, Precision::F32, Train { setup: SMALL, devices, out: None })
+            .expect("the run works on ndarray");
+        println!("{devices:?}: {:?}", (outcome.first, outcome.last, outcome.harmonic_error, outcome.seconds));
+        assert!(outcome.first / outcome.last >= FALL, "{devices:?}: {outcome:?}");
+        assert!(outcome.harmonic_error <= HARMONIC_ERROR, "{devices:?}: {outcome:?}");
+    }
+
+    /// A smaller run of the example on the CPU learns the notes.
     #[test]
     fn the_synthesiser_learns_the_target_notes_at_a_small_size() {
-        let setup =
-            Setup { samples: 2048, harmonics: 24, bands: 8, windows: [512, 128, 32], steps: 150, ..Setup::EXAMPLE };
-        let outcome =
-            dispatch(BackendKind::Ndarray, Precision::F32, Train { setup, devices: Spread::Local(1), out: None })
-                .expect("the run works on ndarray");
-        println!("{:?}", (outcome.first, outcome.last, outcome.harmonic_error, outcome.seconds));
-        assert!(outcome.first / outcome.last >= FALL, "{outcome:?}");
-        assert!(outcome.harmonic_error <= HARMONIC_ERROR, "{outcome:?}");
+        learns_at_a_small_size(Spread::Local(1));
     }
 
     /// How far the split batch's loss and gradients may differ from the whole batch's, relative
@@ -626,21 +623,17 @@ mod tests {
         }
     }
 
-    /// The data-parallel run, two workers on one CPU, trains as the one-worker run does: the same
-    /// [`FALL`] and [`HARMONIC_ERROR`]; and notes that do not split evenly are refused.
+    /// The data-parallel run, two workers on one CPU, learns the notes as the one-worker run does;
+    /// notes that do not split evenly are refused.
     #[test]
     fn a_data_parallel_run_learns_the_notes() {
-        let setup =
-            Setup { samples: 2048, harmonics: 24, bands: 8, windows: [512, 128, 32], steps: 150, ..Setup::EXAMPLE };
-        let outcome =
-            dispatch(BackendKind::Ndarray, Precision::F32, Train { setup, devices: Spread::Repeat(2), out: None })
-                .expect("the run works on ndarray");
-        println!("{:?}", (outcome.first, outcome.last, outcome.harmonic_error, outcome.seconds));
-        assert!(outcome.first / outcome.last >= FALL, "{outcome:?}");
-        assert!(outcome.harmonic_error <= HARMONIC_ERROR, "{outcome:?}");
-        let err =
-            dispatch(BackendKind::Ndarray, Precision::F32, Train { setup, devices: Spread::Repeat(3), out: None })
-                .expect_err("4 notes over 3 workers");
+        learns_at_a_small_size(Spread::Repeat(2));
+        let err = dispatch(
+            BackendKind::Ndarray,
+            Precision::F32,
+            Train { setup: SMALL, devices: Spread::Repeat(3), out: None },
+        )
+        .expect_err("4 notes over 3 workers");
         assert!(err.to_string().contains("split evenly"), "{err}");
     }
 }

@@ -20,7 +20,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use burn::tensor::backend::AutodiffBackend;
+use burn::tensor::backend::{AutodiffBackend, Backend, Device as _, DeviceId};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
@@ -334,6 +334,28 @@ fn missing_feature(kind: BackendKind) -> Option<&'static str> {
         BackendKind::Cuda if !cfg!(feature = "cuda") => Some("cuda"),
         _ => None,
     }
+}
+
+/// `count` devices of `device`'s kind on backend `B`: `device` itself, then indices 1 …
+/// count − 1 of its kind (CUDA devices 1, 2, … after the default CUDA device 0), for work
+/// spread over the local GPUs.
+///
+/// # Errors
+/// [`Error::InvalidInput`] naming `op` and the number of devices the backend reports, when it
+/// reports fewer than `count` (or `count` is 0).
+pub fn local_devices<B: Backend>(op: &'static str, device: &B::Device, count: usize) -> Result<Vec<B::Device>> {
+    let id = device.to_id();
+    let available = B::device_count(id.type_id);
+    if count == 0 || count > available || count > usize::from(u16::MAX) {
+        return Err(Error::invalid(
+            op,
+            format!("between 1 and the {available} device(s) the backend reports"),
+            format!("{count} devices"),
+        ));
+    }
+    // count ≤ u16::MAX: the indices fit.
+    let others = (1..count as u16).map(|i| B::Device::from_id(DeviceId::new(id.type_id, i)));
+    Ok(std::iter::once(device.clone()).chain(others).collect())
 }
 
 /// A backend learned-fft runs on: autodiff, with the butterfly and spectral ops on it and on its

@@ -51,6 +51,10 @@ pub enum BenchCommand {
         /// Also print every run's progress records as JSON lines on stderr.
         #[arg(long)]
         verbose: bool,
+        /// Spread each size's seeds over the backend's first D devices, one run per device at a
+        /// time (the local GPUs: CUDA devices 0 … D − 1).
+        #[arg(long, default_value_t = 1, value_parser = positive())]
+        devices: usize,
         /// Continue a sweep that was stopped (SIGTERM, Ctrl-C) with the same arguments: every
         /// run whose checkpoint is in the scratch directory resumes from it (a finished run
         /// reports at once), the others start.
@@ -195,6 +199,7 @@ pub fn run(command: BenchCommand, global: &Global) -> Result<Value> {
             ship,
             scratch,
             verbose,
+            devices,
             resume,
         } => {
             let sweep = Sweep {
@@ -210,10 +215,16 @@ pub fn run(command: BenchCommand, global: &Global) -> Result<Value> {
                 scratch: scratch.into(),
                 resume,
                 stop: Some(stop_on_signals()?),
+                devices,
             };
-            let (mut lines, mut quiet) = (JsonLines, ());
-            let observer: &mut dyn learned_fft::train::Observer = if verbose { &mut lines } else { &mut quiet };
-            let rows = sweep.run(observer, |r| {
+            let observer = move || -> Box<dyn learned_fft::train::Observer> {
+                if verbose {
+                    Box::new(JsonLines)
+                } else {
+                    Box::new(())
+                }
+            };
+            let rows = sweep.run(&observer, |r| {
                 eprintln!("{}", json!({ "run": { "target": r.target.kind(), "n": r.n, "seed": r.seed, "rmse": r.rmse, "floor": r.floor, "bar": r.bar, "reached": r.reached, "steps": r.steps, "seconds": r.seconds, "attempts": r.attempts, "backend": r.backend } }));
             })?;
             for r in &rows {

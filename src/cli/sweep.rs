@@ -4,15 +4,16 @@
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
+use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
-use learned_fft::backend::{BackendKind, Precision};
+use learned_fft::backend::{dispatch, local_devices, BackendKind, BackendTask, FftBackend, Precision, Selected};
 use learned_fft::error::{Error, Result};
 use learned_fft::files::write_atomic;
 use learned_fft::reference::factorizations::model_name;
 use learned_fft::train::checkpoint::{self, Checkpoint, CHECKPOINT_FILE};
-use learned_fft::train::{TrainConfig, TrainReport, Trainer};
+use learned_fft::train::{Observer, TrainConfig, TrainReport, Trainer};
 use learned_fft::{metrics, Permutation, Target, TargetKind};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -50,7 +51,13 @@ pub struct Sweep {
     pub resume: bool,
     /// A flag that stops the running run with a checkpoint ([`Trainer::with_stop_flag`]).
     pub stop: Option<Arc<AtomicBool>>,
+    /// Devices each size's seeds are spread over, one run per device at a time (1: one run at
+    /// a time on the default device).
+    pub devices: usize,
 }
+
+/// Makes the observer of one run (a run on another device's thread gets its own).
+pub type ObserverFactory = dyn Fn() -> Box<dyn Observer> + Sync;
 
 /// One size's results.
 #[derive(Clone, Debug, Serialize)]
@@ -82,6 +89,10 @@ pub struct SweepRow {
     pub seconds_max: f64,
     /// Attempts used, summed over runs.
     pub attempts: usize,
+    /// Wall time of the size's runs together (spread over `devices`, or one after another).
+    pub wall_seconds: f64,
+    /// Devices the runs were spread over.
+    pub devices: usize,
 }
 
 /// One entry of `checkpoints/manifest.json`.
@@ -128,12 +139,9 @@ fn median<T: Copy + PartialOrd>(mut v: Vec<T>) -> T {
 }
 
 impl Sweep {
-    /// Runs the sweep; `each` sees every run's report as it finishes.
-    pub fn run(
-        &self,
-        observer: &mut dyn learned_fft::train::Observer,
-        mut each: impl FnMut(&TrainReport),
-    ) -> Result<Vec<SweepRow>> {
+    /// Runs the sweep; `each` sees every run's report as it finishes (with several devices, a
+    /// size's reports once all its runs have finished, in seed order).
+    pub fn run(&self, observer: &ObserverFactory, mut each: impl FnMut(&TrainReport)) -> Result<Vec<SweepRow>> {
         if self.seeds == 0 || self.sizes.is_empty() || self.targets.is_empty() {
             return Err(Error::invalid(
                 "bench train",
@@ -144,8 +152,9 @@ impl Sweep {
         let mut rows = Vec::new();
         for (&kind, &n) in self.targets.iter().flat_map(|k| self.sizes.iter().map(move |n| (k, n))) {
             TrainConfig::new(n).validate()?;
-            let mut reports = Vec::new();
+            let mut trainers = Vec::new();
             let mut bars = Vec::new();
+            let mut dirs = Vec::new();
             for i in self.first_seed..self.first_seed + self.seeds {
                 let seed = i as u64 * SEED_STRIDE;
                 let target = target_for(kind, n, seed)?;
@@ -168,15 +177,27 @@ impl Sweep {
                 if let Some(stop) = &self.stop {
                     trainer = trainer.with_stop_flag(Arc::clone(stop));
                 }
-                let report = trainer.run(self.backend, self.precision, observer)?;
-                each(&report);
-                if i == 0 {
-                    if let Some(ship) = &self.ship {
-                        ship_checkpoint(ship, &dir.join(CHECKPOINT_FILE), &report)?;
-                    }
-                }
-                reports.push(report);
+                trainers.push(trainer);
                 bars.push(bar);
+                dirs.push(dir);
+            }
+            let start = Instant::now();
+            let reports = if self.devices > 1 {
+                let task = SpreadRuns { trainers: &trainers, devices: self.devices, observer };
+                let reports = dispatch(self.backend, self.precision, task)?;
+                reports.iter().for_each(&mut each);
+                reports
+            } else {
+                let mut reports = Vec::new();
+                for trainer in &trainers {
+                    let report = trainer.run(self.backend, self.precision, observer().as_mut())?;
+                    each(&report);
+                    reports.push(report);
+                }
+                reports
+            };
+            if let (0, Some(ship)) = (self.first_seed, &self.ship) {
+                ship_checkpoint(ship, &dirs[0].join(CHECKPOINT_FILE), &reports[0])?;
             }
             let rmses: Vec<f64> = reports.iter().map(|r| r.rmse).collect();
             let secs: Vec<f64> = reports.iter().map(|r| r.seconds).collect();
@@ -195,10 +216,58 @@ impl Sweep {
                 seconds_median: median(secs.clone()),
                 seconds_max: secs.iter().cloned().fold(0.0, f64::max),
                 attempts: reports.iter().map(|r| r.attempts).sum(),
+                wall_seconds: start.elapsed().as_secs_f64(),
+                devices: self.devices,
             });
         }
         Ok(rows)
     }
+}
+
+/// A size's runs spread over the backend's first `devices` devices: device d runs trainers d,
+/// d + devices, …, one at a time, on a thread of its own.
+struct SpreadRuns<'a> {
+    trainers: &'a [Trainer],
+    devices: usize,
+    observer: &'a ObserverFactory,
+}
+
+impl BackendTask for SpreadRuns<'_> {
+    type Output = Vec<TrainReport>;
+
+    fn run<B: FftBackend>(self, device: B::Device, selected: &Selected) -> Result<Vec<TrainReport>> {
+        let devices = local_devices::<B>("bench train --devices", &device, self.devices)?;
+        let results = spread(&devices, self.trainers, |d, device, trainer| {
+            let selected = Selected {
+                device: format!("{} (device {d} of {})", selected.device, devices.len()),
+                ..selected.clone()
+            };
+            trainer.run_on::<B>(device, &selected, (self.observer)().as_mut()).map(|(_, report)| report)
+        });
+        results.into_iter().collect()
+    }
+}
+
+/// `run(d, device, job)` for every job, device d taking jobs d, d + D, … (D devices) in turn on a
+/// thread of its own; the results in the jobs' order.
+fn spread<D: Sync, J: Sync, R: Send>(devices: &[D], jobs: &[J], run: impl Fn(usize, &D, &J) -> R + Sync) -> Vec<R> {
+    let per_device: Vec<Vec<(usize, R)>> = std::thread::scope(|scope| {
+        let workers: Vec<_> = devices
+            .iter()
+            .enumerate()
+            .map(|(d, device)| {
+                let run = &run;
+                scope.spawn(move || {
+                    (d..jobs.len()).step_by(devices.len()).map(|j| (j, run(d, device, &jobs[j]))).collect()
+                })
+            })
+            .collect();
+        // A worker that panicked passes its panic on.
+        workers.into_iter().map(|w| w.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))).collect()
+    });
+    let mut results: Vec<(usize, R)> = per_device.into_iter().flatten().collect();
+    results.sort_by_key(|(j, _)| *j);
+    results.into_iter().map(|(_, r)| r).collect()
 }
 
 /// The target of `kind` for the run with `seed`: a circulant's kernel is standard normal, drawn
@@ -260,4 +329,34 @@ fn ship_checkpoint(dir: &Path, checkpoint: &Path, r: &TrainReport) -> Result<()>
     let json =
         serde_json::to_vec_pretty(&entries).map_err(|e| Error::invalid("bench train", "a manifest that encodes", e))?;
     write_atomic("bench.ship", &manifest_path, &json)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::Duration;
+
+    use super::spread;
+
+    /// Every job runs once, on device `job mod D`, its result in the jobs' order, and the devices'
+    /// threads run at the same time.
+    #[test]
+    fn spread_runs_every_job_once_on_its_device_and_keeps_the_order() {
+        let devices = ["gpu0", "gpu1", "gpu2"];
+        let jobs: Vec<usize> = (0..8).collect();
+        let (running, most) = (AtomicUsize::new(0), AtomicUsize::new(0));
+        let results = spread(&devices, &jobs, |d, device, &job| {
+            let now = running.fetch_add(1, Ordering::SeqCst) + 1;
+            most.fetch_max(now, Ordering::SeqCst);
+            std::thread::sleep(Duration::from_millis(30));
+            running.fetch_sub(1, Ordering::SeqCst);
+            (d, device.to_string(), job)
+        });
+        assert_eq!(results.len(), jobs.len());
+        for (j, (d, device, job)) in results.into_iter().enumerate() {
+            assert_eq!((job, d, device.as_str()), (j, j % 3, devices[j % 3]));
+        }
+        // Three sleeping threads overlap whatever the load; one at a time would mean no spreading.
+        assert!(most.load(Ordering::SeqCst) >= 2, "at most {} job(s) ran at once", most.load(Ordering::SeqCst));
+    }
 }

@@ -59,6 +59,20 @@ fn sizes_too_large_are_refused_with_the_figure_before_allocating() {
     );
 }
 
+/// More devices than the backend reports are refused before any run, naming the count; so are
+/// none.
+#[test]
+fn devices_beyond_the_backend_are_refused() {
+    let scratch = scratch("devices_beyond_the_backend");
+    let dir = scratch.to_str().unwrap();
+    let sweep = ["--backend", "ndarray", "bench", "train", "--sizes", "8", "--seeds", "1", "--scratch", dir];
+    let with = |devices: &'static str| -> Vec<&str> { sweep.iter().copied().chain(["--devices", devices]).collect() };
+    refused(&with("2"), &[], &["bench train --devices", "1 device(s) the backend reports", "2 devices"]);
+    let written = std::fs::read_dir(dir).map(|d| d.count()).unwrap_or(0);
+    assert_eq!(written, 0, "nothing written for a refused sweep");
+    refused(&with("0"), &[], &["--devices", "0"]);
+}
+
 #[test]
 fn counts_of_zero_are_refused() {
     for args in [
