@@ -52,6 +52,15 @@ pub(crate) fn permute_input<B: Backend>(
 /// Applies stage `s` (row s of the twiddles `tw_re`, `tw_im`, `[K · log2 n, n/2, 2, 2]` for K
 /// stacked factors: the blocks pairing indices `2^(s mod log2 n)` apart) to a batch
 /// `[batch, n]` of complex vectors.
+///
+/// Block k = g·st + j (st = 2^(s mod log2 n)) takes elements `2·st·g + j` and that plus st. The
+/// stage gathers the blocks' first and second inputs as `[batch, n/2]` rows, forms both outputs
+/// with every twiddle entry a `[1, n/2]` row, and interleaves them back: every product is
+/// two-dimensional with the long axis innermost. (Broadcast products over
+/// `[batch, groups, 2, 2, st]` summed over the block's input axis, the form this replaced, ran
+/// their innermost loop over st elements, one in the first stage: about 60 ms per stage for
+/// 16 000 rows of 32 on two CPU cores.) Each output adds the two inputs' products in the order
+/// of the block's sum, `(t_a0 · x_0) + (t_a1 · x_1)`.
 pub(crate) fn butterfly_stage<B: Backend>(
     re: Tensor<B, 2>,
     im: Tensor<B, 2>,
@@ -62,19 +71,37 @@ pub(crate) fn butterfly_stage<B: Backend>(
     let [batch, n] = re.dims();
     let st = 1usize << (s % n.trailing_zeros() as usize);
     let groups = n / (2 * st);
-    // Signal [batch, g, 1, b, st]; twiddles [1, g, a, b, st]; sum over b (the input index).
-    let x_shape = [batch, groups, 1, 2, st];
-    let (xr, xi) = (re.reshape(x_shape), im.reshape(x_shape));
-    let (tr, ti) = (stage_twiddles(tw_re, s, groups, st), stage_twiddles(tw_im, s, groups, st));
-    let yr = (tr.clone() * xr.clone() - ti.clone() * xi.clone()).sum_dim(3);
-    let yi = (tr * xi + ti * xr).sum_dim(3);
-    (yr.reshape([batch, n]), yi.reshape([batch, n]))
+    let (ar, br) = block_inputs(re, groups, st);
+    let (ai, bi) = block_inputs(im, groups, st);
+    let (tr, ti) = (block_entries(tw_re, s), block_entries(tw_im, s));
+    // Output a of every block, `t_a0 · x_0 + t_a1 · x_1` in complex arithmetic.
+    let output = |a: usize| {
+        let (t0r, t0i, t1r, t1i) = (&tr[2 * a], &ti[2 * a], &tr[2 * a + 1], &ti[2 * a + 1]);
+        let yr = (ar.clone() * t0r.clone() - ai.clone() * t0i.clone())
+            + (br.clone() * t1r.clone() - bi.clone() * t1i.clone());
+        let yi = (ai.clone() * t0r.clone() + ar.clone() * t0i.clone())
+            + (bi.clone() * t1r.clone() + br.clone() * t1i.clone());
+        (yr.reshape([batch, groups, 1, st]), yi.reshape([batch, groups, 1, st]))
+    };
+    let ((y0r, y0i), (y1r, y1i)) = (output(0), output(1));
+    (Tensor::cat(vec![y0r, y1r], 2).reshape([batch, n]), Tensor::cat(vec![y0i, y1i], 2).reshape([batch, n]))
 }
 
-/// Row `s` of the stacked twiddles as `[1, groups, a, b, st]`, to multiply a signal shaped
-/// `[batch, groups, 1, b, st]` and sum over `b` (the block's input index).
-fn stage_twiddles<B: Backend>(tw: &Tensor<B, 4>, s: usize, groups: usize, st: usize) -> Tensor<B, 5> {
-    tw.clone().narrow(0, s, 1).reshape([groups, st, 2, 2]).permute([0, 2, 3, 1]).unsqueeze_dim(0)
+/// The blocks' first and second inputs of `x` `[batch, n]` at a stage of stride `st`, each
+/// `[batch, n/2]` in block order.
+fn block_inputs<B: Backend>(x: Tensor<B, 2>, groups: usize, st: usize) -> (Tensor<B, 2>, Tensor<B, 2>) {
+    let batch = x.dims()[0];
+    let x = x.reshape([batch, groups, 2, st]);
+    let half = groups * st;
+    (x.clone().narrow(2, 0, 1).reshape([batch, half]), x.narrow(2, 1, 1).reshape([batch, half]))
+}
+
+/// Row `s` of the stacked twiddles as the four entries `t_ab` (row-major: 00, 01, 10, 11) of
+/// every block, each `[1, n/2]` in block order.
+fn block_entries<B: Backend>(tw: &Tensor<B, 4>, s: usize) -> [Tensor<B, 2>; 4] {
+    let half = tw.dims()[1];
+    let row = tw.clone().narrow(0, s, 1).reshape([half, 4]);
+    std::array::from_fn(|e| row.clone().narrow(1, e, 1).reshape([1, half]))
 }
 
 /// [`butterfly_forward_reference`] for real vectors and real twiddles: the same product with
@@ -92,10 +119,14 @@ pub fn butterfly_real_reference<B: Backend>(x: Tensor<B, 2>, tw: Tensor<B, 4>, p
         _ => select_columns(x, perm.indices(n).into_iter().map(|i| i as i64).collect()),
     };
     for s in 0..log_n {
+        // The complex stage's products (see `butterfly_stage`) without their imaginary parts.
         let st = 1usize << s;
         let groups = n / (2 * st);
-        let t = stage_twiddles(&tw, s, groups, st);
-        x = (t * x.reshape([batch, groups, 1, 2, st])).sum_dim(3).reshape([batch, n]);
+        let (a, b) = block_inputs(x, groups, st);
+        let t = block_entries(&tw, s);
+        let output =
+            |e: usize| (a.clone() * t[e].clone() + b.clone() * t[e + 1].clone()).reshape([batch, groups, 1, st]);
+        x = Tensor::cat(vec![output(0), output(2)], 2).reshape([batch, n]);
     }
     x
 }
