@@ -4,7 +4,7 @@
 //! ```text
 //! cargo run --release --example ddsp_synth                  # auto backend
 //! cargo run --release --example ddsp_synth -- --backend wgpu
-//! cargo run --release --features cuda --example ddsp_synth -- --backend cuda --copies 16 --devices 2
+//! cargo run --release --features cuda --example ddsp_synth -- --backend cuda --copies 512 --devices 2
 //! ```
 //!
 //! The targets: four notes of 8192 samples at 16 kHz (f0 of 110, 165, 220 and 330 Hz), each a
