@@ -11,9 +11,10 @@
 //! trained layer ends as the hard permutation of its most likely choices
 //! ([`RelaxedPermutation::harden`]), which a [`crate::nn::Butterfly`] applies as a gather.
 //!
-//! The trainer does not need it: for its one-factor targets it finds the permutation from the
-//! target's matrix exactly ([`crate::reference::identify`]), which reaches any permutation
-//! rather than this family only, with no hyperparameters.
+//! The trainer finds a one-factor target's permutation from its matrix exactly where it has one
+//! ([`crate::reference::identify`]: any permutation rather than this family only, with no
+//! hyperparameters), and learns it with this layer where it has none: a user's pairs too few to
+//! determine the matrix ([`crate::train::permutation`]).
 
 use burn::config::Config;
 use burn::module::{Module, Param};
@@ -95,6 +96,11 @@ impl<B: Backend> RelaxedPermutation<B> {
     /// Size N.
     pub fn n(&self) -> usize {
         self.n
+    }
+
+    /// Each choice's probability, `sigmoid(logit)`, `[L − 1, 3]`.
+    pub fn probabilities(&self) -> Tensor<B, 2> {
+        probabilities(self.logits.val())
     }
 
     /// Applies the relaxed permutation along the last dimension (the same mixing to the real

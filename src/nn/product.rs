@@ -348,6 +348,9 @@ pub enum PermutationSource {
     /// The identity, as the class sets it: the class B, a later factor of BPBP, or a user's
     /// matrix that no permutation makes a butterfly.
     Identity,
+    /// Learned by gradient descent from the target's pairs, where they are too few to
+    /// determine its matrix ([`crate::train::permutation`]).
+    Learned,
     /// The half-size member's permutation doubled (a grown run on a user's operator): found
     /// from the matrix at the smallest size of the chain, and carried up by the doubling.
     Grown,

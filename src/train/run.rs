@@ -19,6 +19,7 @@ use super::lm::Twiddles;
 use super::logging::TensorBoard;
 use super::objective::{self, scalar, Objective, Probes};
 use super::observer::{Observer, Progress};
+use super::permutation::{self, PermutationSearch};
 use super::state::{Phase, TrainState};
 use crate::backend::{FftBackend, Precision};
 use crate::error::{Error, Result};
@@ -135,6 +136,7 @@ impl<'a, B: FftBackend> Run<'a, B> {
             (_, false) => format!("training at N = {n} ({}, objective on {rows} probes)", Precision::of::<B>()),
         };
         memory::ensure("train", what, objective::bytes_needed(n, rows, factors, float))?;
+        let mut learn_permutation = false;
         // The identity basis (the dense matrix, from which a one-factor class's permutation is
         // found), or random probes (no N×N matrix; the permutation of the exact factorization).
         let (probes, class) = match &cfg.target {
@@ -142,6 +144,9 @@ impl<'a, B: FftBackend> Run<'a, B> {
             // is where the permutation is found.
             Target::Data(d) => {
                 let fitted = d.fitted_matrix()?;
+                // Only where the pairs pin a butterfly down: more residuals (rows · N) than its
+                // 2 N log2 N twiddles (fewer fit any permutation, and learning one means nothing).
+                learn_permutation = fitted.is_none() && d.rows() > 2 * n.trailing_zeros() as usize;
                 (Probes::data(d)?, model_class_for(&cfg.target, n, fitted.as_ref(), cfg.model)?)
             }
             _ if cfg.probes.is_none() && rows == n => {
@@ -166,6 +171,18 @@ impl<'a, B: FftBackend> Run<'a, B> {
         let objective = Objective::<B>::from_probes(&probes, device);
         let inner_objective = Objective::<B::InnerBackend>::from_probes(&probes, device);
         drop(probes);
+        // Pairs too few to determine the matrix: the permutation of a one-factor class is learned
+        // from them by gradient descent (a resumed run takes its layer's).
+        let learn_permutation = learn_permutation
+            && !options.resume
+            && class.permutations.len() == 1
+            && class.sources[0] == PermutationSource::Identity
+            && cfg.model != Some(ModelChoice::B);
+        if learn_permutation {
+            let learned = permutation::learn_permutation(&objective, &PermutationSearch::default(), cfg.seed, device)?;
+            class.permutations[0] = learned.permutation;
+            class.sources[0] = PermutationSource::Learned;
+        }
         let own_solution = options.own_solution;
         let floor_device = match exact_product::<B::InnerBackend>(&cfg.target, n, device)?.or(own_solution.clone()) {
             Some(solution) => {
@@ -197,6 +214,15 @@ impl<'a, B: FftBackend> Run<'a, B> {
                 (layer, new_optim::<B>(), state, Vec::new())
             }
         };
+        if options.resume && matches!(cfg.target, Target::Data(_)) && class.permutations.len() == layer.len() {
+            let perms = layer.permutations();
+            for (k, p) in perms.into_iter().enumerate() {
+                if class.permutations[k] != p {
+                    class.permutations[k] = p;
+                    class.sources[k] = PermutationSource::Learned;
+                }
+            }
+        }
         // A user's target grown from its half-size member keeps that member's permutations,
         // doubled: at the sizes with no matrix at hand they are known no other way.
         if cfg.target.is_users() && state.grown_from.is_some() {

@@ -106,6 +106,36 @@ fn data_in_f32_reaches_the_rounding_of_its_own_f64_solution() {
     assert!(r.reached && floor < 1e-6, "rmse {:.3e}, floor {floor:.3e}", r.rmse);
 }
 
+/// `rows` pairs of the unitary DFT of size `n` (rustfft) with standard normal complex inputs.
+fn dft_pairs(n: usize, rows: usize, seed: u64) -> (Vec<Complex64>, Vec<Complex64>) {
+    let x = complex(&normals(seed, rows * n), &normals(seed + 1, rows * n));
+    let mut y = x.clone();
+    rustfft::FftPlanner::<f64>::new().plan_fft_forward(n).process(&mut y);
+    y.iter_mut().for_each(|z| *z /= (n as f64).sqrt());
+    (x, y)
+}
+
+#[test]
+fn the_dfts_permutation_is_learned_from_pairs_too_few_for_its_matrix() {
+    // 12 pairs at N = 16: fewer than N, so they determine no matrix and nothing can be
+    // identified; more than 2 log2 N, so they pin a butterfly down. The permutation is learned
+    // by gradient descent (a relaxed permutation hardened), and the run reaches the bar.
+    let n = 16;
+    let (x, y) = dft_pairs(n, 12, SEED + 40);
+    let data = DataTarget::new(n, x, y).unwrap();
+    assert!(data.fitted_matrix().unwrap().is_none(), "12 pairs do not span C^16");
+    let (layer, r) = train_f64(TrainConfig::new(n).with_target(Target::Data(data)).with_seed(5));
+    assert_eq!(r.permutations, [PermutationSource::Learned]);
+    assert_eq!((r.stages_learned, r.stages_fixed), (4, 0));
+    assert!(r.reached && r.rmse <= F64_TRAIN_BAR, "rmse {:.3e}", r.rmse);
+    // Not only a fit of the pairs: the layer is the DFT (measured 3.5e-17), whose matrix the
+    // pairs never gave (so
+    // the permutation is one that makes the DFT a butterfly: the bit reversal, up to exchanging
+    // the halves of a level).
+    let err = metrics::rmse(&layer, &Target::Dft.matrix(n).unwrap()).unwrap();
+    assert!(err <= F64_MATRIX_REL, "rmse against the DFT: {err:.3e}");
+}
+
 #[test]
 fn too_few_pairs_determine_no_matrix_and_the_model_keeps_the_identity() {
     let n = 8;
