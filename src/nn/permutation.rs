@@ -98,11 +98,6 @@ impl<B: Backend> RelaxedPermutation<B> {
         self.n
     }
 
-    /// Each choice's probability, `sigmoid(logit)`, `[L − 1, 3]`.
-    pub fn probabilities(&self) -> Tensor<B, 2> {
-        probabilities(self.logits.val())
-    }
-
     /// Applies the relaxed permutation along the last dimension (the same mixing to the real
     /// and imaginary parts, which a real matrix does).
     ///
