@@ -14,6 +14,8 @@ pub mod butterfly;
 #[cfg(feature = "fused")]
 mod cubecl;
 pub mod spectral;
+#[cfg(feature = "fused")]
+pub(crate) mod tuning;
 
 pub use butterfly::{ButterflyOps, Permutation};
 pub use spectral::SpectralOps;

@@ -16,29 +16,11 @@ use super::forward::{
 };
 use super::radix;
 use super::{
-    device_backward_passes, env_override, has_plane_barrier, reverse_bits, InputOrder, Order, Pass, PassConfig, Split,
-    SplitInput, TwiddleTables, MAX_PARTIAL_BYTES,
+    device_backward_passes, reverse_bits, InputOrder, Order, Pass, PassConfig, Split, SplitInput, TwiddleTables,
+    MAX_PARTIAL_BYTES,
 };
 use crate::ops::cubecl::grid;
-
-/// Cubes of the backward launch, at most, where [`max_backward_cubes`] has no measured count:
-/// each loops over its share of the lines.
-const MAX_BACKWARD_CUBES: usize = 1024;
-/// The environment variable that overrides [`max_backward_cubes`] (for comparisons).
-const BACKWARD_CUBES_VAR: &str = "LEARNED_FFT_BACKWARD_CUBES";
-
-/// Cubes of a backward launch at size `n` on `runtime` with `sms` multiprocessors, at most.
-/// Fewer cubes each loop over more chunks (its next chunk's loads overlap the current one) and
-/// write fewer partial twiddle gradients for the sum to read. On CUDA four cubes per SM were
-/// fastest up to N = 1024 and three at 4096; other sizes and runtimes keep
-/// [`MAX_BACKWARD_CUBES`] (data: `docs/benchmarks.md#kernel-defaults-backward-max-backward-cubes`).
-fn max_backward_cubes(runtime: &str, n: usize, sms: Option<u32>) -> usize {
-    match (runtime, n, sms) {
-        ("cuda", ..=1024, Some(sms)) if sms > 0 => 4 * sms as usize,
-        ("cuda", 4096, Some(sms)) if sms > 0 => 3 * sms as usize,
-        _ => MAX_BACKWARD_CUBES,
-    }
-}
+use crate::ops::tuning::{self, DeviceLimits};
 
 /// Where a (cube, line slot)'s partial twiddle gradient goes. Every line slot of a cube sees
 /// lines of one residue `g` (mod lines per row `G`) only (the cube count is a multiple of
@@ -431,10 +413,8 @@ fn backward_pass<R: CubeRuntime, F: FloatElement>(
     // A multiple of the cube groups, so each line slot of a cube sees one residue.
     let cube_groups = (lines_per_row / rows).max(1);
     let chunks = (batch * lines_per_row).div_ceil(rows);
-    static CUBES: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
-    let sms = client.properties().hardware.num_streaming_multiprocessors;
-    let max_cubes =
-        env_override(&CUBES, BACKWARD_CUBES_VAR).unwrap_or_else(|| max_backward_cubes(R::name(&client), n, sms)).max(1);
+    let limits = DeviceLimits::of(&client);
+    let max_cubes = tuning::max_backward_cubes(&limits, n, tuning::overrides());
     let cubes = chunks.min(max_cubes).min(MAX_PARTIAL_BYTES / slot_bytes).max(cube_groups);
     let cubes = cubes / cube_groups * cube_groups;
     let per_g = (cubes / cube_groups) * (rows / lines_per_row).max(1);
@@ -442,7 +422,7 @@ fn backward_pass<R: CubeRuntime, F: FloatElement>(
     let partials = empty::<R, F>(&x.re, vec![cubes * rows, 2, local_entries]);
     let mut cfg = pass.config(pass.plan, order.order, false);
     cfg.reversed = pass.stage0 == 0 && order.order == Order::BitReversed && lines_per_row > 1;
-    cfg.plane_sync = pass.plane_sync() && has_plane_barrier(R::name(&client));
+    cfg.plane_sync = pass.plane_sync() && limits.compiler.has_plane_barrier();
     cfg.grad_parts = grad_parts;
     // SAFETY: every index the kernel forms is in bounds by construction: rows past the batch
     // are masked, the cube count matches the partials buffer, shared-memory and twiddle indices

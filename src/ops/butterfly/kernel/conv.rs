@@ -21,19 +21,9 @@ use cubecl::{prelude::*, CubeDim};
 use super::radix::{
     deposit_thread, exchange, group_stages, move_group, radix_twiddles, reversed, swizzled, Quad, RadixConfig,
 };
-use super::{env_override, reverse_bits, InputOrder, Order};
+use super::{reverse_bits, InputOrder, Order};
 use crate::ops::cubecl::{empties, grid};
-
-/// Shared memory a cube fills at most (Metal's limit, which every wgpu and CUDA device offers).
-const SHARED_BUDGET: usize = 32 << 10;
-/// log2 of the elements a thread holds and the most stages per group, by default: 8 elements in
-/// groups of 2 stages (512 threads at N = 4096, two instances a group, six groups a transform):
-/// the fastest taps and convolution kernels together at N = 4096 (data:
-/// `docs/benchmarks.md#kernel-defaults-conv-default-log-elems`).
-const DEFAULT_LOG_ELEMS: (usize, usize) = (3, 2);
-/// The environment variables that override [`DEFAULT_LOG_ELEMS`] (for comparisons).
-const LOG_ELEMS_VAR: &str = "LEARNED_FFT_CONV_LOG_ELEMS";
-const LOG_GROUP_VAR: &str = "LEARNED_FFT_CONV_LOG_GROUP";
+use crate::ops::tuning::{self, DeviceLimits};
 
 /// What the kernels are compiled for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -45,27 +35,21 @@ pub(crate) struct ConvConfig {
 }
 
 impl ConvConfig {
-    /// The configuration for size `n` on a device with `max_units` threads and `max_shared`
-    /// bytes per cube, in `elem`-byte floats; `None` where a row does not fit a cube.
-    pub fn new(n: usize, elem: usize, max_units: usize, max_shared: usize, order: Order, bias: bool) -> Option<Self> {
-        static LOG_ELEMS: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
-        static LOG_GROUP: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
-        if !n.is_power_of_two() || n < 2 || 2 * n * elem > SHARED_BUDGET.min(max_shared) {
+    /// The configuration for size `n` on `limits`' device, in `elem`-byte floats; `None` where
+    /// a row does not fit a cube's budget.
+    pub fn new(n: usize, elem: usize, limits: &DeviceLimits, order: Order, bias: bool) -> Option<Self> {
+        if !n.is_power_of_two() || n < 2 || 2 * n * elem > limits.budget() {
             return None;
         }
-        let log_elems = env_override(&LOG_ELEMS, LOG_ELEMS_VAR).unwrap_or(DEFAULT_LOG_ELEMS.0);
-        let log_group = env_override(&LOG_GROUP, LOG_GROUP_VAR).unwrap_or(DEFAULT_LOG_ELEMS.1);
-        let radix = RadixConfig::single_row(n, order, (log_elems, log_group))?;
-        (radix.threads() <= max_units).then_some(ConvConfig { radix, bias })
+        let radix = RadixConfig::single_row(n, order, tuning::conv_log_elems(tuning::overrides()))?;
+        (radix.threads() <= limits.max_units).then_some(ConvConfig { radix, bias })
     }
 }
 
 /// Whether the fused convolution runs for size `n` on `device` in float type `F`.
 pub fn conv_supported<R: CubeRuntime, F: FloatElement>(n: usize, device: &R::Device) -> bool {
-    let client = R::client(device);
-    let props = &client.properties().hardware;
-    let units = props.max_units_per_cube as usize;
-    ConvConfig::new(n, core::mem::size_of::<F>(), units, props.max_shared_memory_size, Order::Natural, false).is_some()
+    let limits = DeviceLimits::of(&R::client(device));
+    ConvConfig::new(n, core::mem::size_of::<F>(), &limits, Order::Natural, false).is_some()
 }
 
 /// Loads the real row `values[start … start + len]`, zero-padded to N and permuted, into the
@@ -336,16 +320,9 @@ pub(crate) fn fft_conv<R: CubeRuntime, F: FloatElement>(
     let (batch, channels, length) = (dims[0], dims[1], dims[2]);
     let taps = weight.meta.shape()[1];
     let client = x.client.clone();
-    let props = &client.properties().hardware;
-    let cfg = ConvConfig::new(
-        n,
-        core::mem::size_of::<F>(),
-        props.max_units_per_cube as usize,
-        props.max_shared_memory_size,
-        order.order,
-        bias.is_some(),
-    )
-    .expect("the caller checks conv_supported");
+    let limits = DeviceLimits::of(&client);
+    let cfg = ConvConfig::new(n, core::mem::size_of::<F>(), &limits, order.order, bias.is_some())
+        .expect("the caller checks conv_supported");
     let (x, weight) = (into_contiguous(x), into_contiguous(weight));
     // The twiddles relaid for the register-resident stages (one small launch; any strides).
     let tables = radix_twiddles::<R, F>((&tw.0, &tw.1), cfg.radix);

@@ -6,11 +6,12 @@ use cubecl::{prelude::*, CubeDim};
 use super::columns::{self, ColumnsConfig};
 use super::radix::{self, RadixConfig};
 use super::{
-    block_times, device_passes, env_override, load_block, reverse_bits, InputOrder, Order, Pass, PassConfig, Split,
-    SplitInput, TwiddleTables, Twiddles,
+    block_times, device_passes, load_block, reverse_bits, InputOrder, Order, Pass, PassConfig, Split, SplitInput,
+    TwiddleTables, Twiddles,
 };
 use crate::ops::cubecl::empty;
 use crate::ops::cubecl::grid;
+use crate::ops::tuning::{self, DeviceLimits};
 
 /// Source index of position `i` after the input permutation (`table`: see [`InputOrder`]).
 #[cube]
@@ -379,31 +380,14 @@ pub(super) fn radix_config<R: CubeRuntime, F: FloatElement>(
     device: &R::Device,
     order: Order,
 ) -> Option<RadixConfig> {
-    static LOG_ELEMS: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
-    static LOG_GROUP: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
-    static LOG_STACK: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
-    static LOG_CUBE: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
-    static RELOAD: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
-    let client = R::client(device);
-    let props = client.properties().hardware.clone();
-    let (units, mut shared) = (props.max_units_per_cube as usize, props.max_shared_memory_size);
-    let log_cube =
-        env_override(&LOG_CUBE, radix::LOG_CUBE_VAR).or_else(|| radix::default_log_cube(R::name(&client), n));
-    if let Some(log_cube) = log_cube {
+    let limits = DeviceLimits::of(&R::client(device));
+    let elem = std::mem::size_of::<F>();
+    let mapping = tuning::radix_mapping(&limits, n, tuning::overrides())?;
+    let limits = match mapping.log_cube {
         // A smaller cube: its shared memory holds 2^log_cube complex elements (a row at least).
-        let log_cube = log_cube.clamp(n.trailing_zeros() as usize, 20);
-        shared = shared.min((2 * std::mem::size_of::<F>()) << log_cube);
-    }
-    let (log_elems, log_group, log_stack) = match env_override(&LOG_ELEMS, radix::LOG_ELEMS_VAR) {
-        Some(0) => return None,
-        Some(log_elems) => (log_elems, log_elems, 0),
-        None => radix::default_log_elems(R::name(&client), n)?,
+        Some(log_cube) => limits.capped((2 * elem) << log_cube.clamp(n.trailing_zeros() as usize, 20)),
+        None => limits,
     };
-    let log_group = env_override(&LOG_GROUP, radix::LOG_GROUP_VAR).unwrap_or(log_group);
-    let log_stack = env_override(&LOG_STACK, radix::LOG_STACK_VAR).unwrap_or(log_stack);
-    let reload = env_override(&RELOAD, radix::RELOAD_VAR)
-        .map(|v| v != 0)
-        .unwrap_or_else(|| radix::default_reload(R::name(&client), n));
-    RadixConfig::with_elems(n, std::mem::size_of::<F>(), units, shared, order, (log_elems, log_group))
-        .map(|cfg| cfg.stacked(log_stack).reloading(reload))
+    RadixConfig::with_elems(n, elem, &limits, order, (mapping.log_elems, mapping.log_group))
+        .map(|cfg| cfg.stacked(mapping.log_stack).reloading(mapping.reload))
 }

@@ -2,7 +2,7 @@
 //!
 //! - [`forward`]: `x → y`, each cube transforms several lines (a line is what one pass holds in
 //!   shared memory: a whole row, or one of its sub-transforms). Where one pass holds a row and
-//!   it measured faster (`radix::default_log_elems`), the register-resident forward of
+//!   it measured faster (`tuning::default_log_elems`), the register-resident forward of
 //!   `radix.rs` runs instead: groups of stages in registers, shared memory only between groups.
 //! - [`backward`]: recomputes the forward on-chip (every stage's input kept in the registers of
 //!   the thread that owns the butterfly), then runs the stages in reverse, producing the input
@@ -46,6 +46,7 @@ use cubecl::prelude::*;
 
 use super::Permutation;
 use crate::ops::cubecl::floor_pow2;
+use crate::ops::tuning::{self, DeviceLimits, BACKWARD_BUTTERFLIES_PER_CUBE};
 
 /// `i` with its lowest `bits` bits reversed (`i < 2^bits ≤ 2^32`): one bit-reversal instruction
 /// (`__brev`, WGSL's `reverseBits`) and a shift.
@@ -118,8 +119,9 @@ impl<R: CubeRuntime> InputOrder<R> {
     }
 }
 
-/// Largest line one pass holds in shared memory: 2 · 4096 · 4 bytes = 32 KiB in f32, which
-/// every wgpu and CUDA device offers. Single-pass kernels (the spectral loss's) stop here.
+/// Largest line one pass holds in shared memory on every device: 2 · 4096 · 4 bytes = 32 KiB in
+/// f32, which every wgpu and CUDA device offers. A device whose tuned budget holds a longer row
+/// ([`DeviceLimits::budget`]) takes one pass up to that row.
 pub const MAX_SINGLE_PASS_N: usize = 4096;
 
 /// Largest N the fused butterfly handles (two passes). Above it (or where the twiddle gradient
@@ -133,14 +135,6 @@ pub(crate) const MAX_PARTIAL_BYTES: usize = 64 << 20;
 
 /// Butterflies a cube works on per stage, at least (several rows per cube for small N).
 const MIN_BUTTERFLIES_PER_CUBE: usize = 256;
-/// Butterflies a backward cube works on per stage (one per thread; where a line is longer, one
-/// line): its threads keep their twiddles and twiddle-gradient accumulators in registers
-/// (16 per stage), which limits how many cubes an SM runs; small cubes fill it best: 128 beats
-/// 256 and 512, and 64 is no faster, on CUDA and through Vulkan (data:
-/// `docs/benchmarks.md#kernel-defaults-kernel-backward-butterflies-per-cube`).
-const BACKWARD_BUTTERFLIES_PER_CUBE: usize = 128;
-/// Shared memory a forward cube fills with rows (32 KiB: every wgpu and CUDA device offers it).
-const FORWARD_SHARED_BUDGET: usize = 32 << 10;
 /// Rows a forward cube holds at least where shared memory allows (64 KiB at N = 4096 in f32:
 /// each twiddle block loaded serves two rows).
 const FORWARD_MIN_ROWS: usize = 2;
@@ -170,25 +164,27 @@ impl Plan {
         Plan { log_n: n.trailing_zeros() as usize, rows, threads }
     }
 
-    /// The forward's plan: as many rows as fit in [`FORWARD_SHARED_BUDGET`], at least
-    /// [`FORWARD_MIN_ROWS`] where the device's `max_shared` bytes allow (at least one), and
+    /// The forward's plan: as many rows as fit in the device's budget
+    /// ([`DeviceLimits::budget`]), at least [`FORWARD_MIN_ROWS`] where its `max_shared` bytes
+    /// allow (at least one), and
     /// `clamp(n/2, 256, 1024)` threads. Each thread loads each of its twiddle blocks of a stage
     /// once for all the cube's rows (the twiddles, `2 log2 n` times the signal's bytes per row,
     /// are what limits a one-row plan).
-    pub fn forward(n: usize, max_units: usize, elem: usize, max_shared: usize) -> Self {
+    pub fn forward(n: usize, limits: &DeviceLimits, elem: usize) -> Self {
         let half = n / 2;
         let row_bytes = 2 * n * elem;
-        let rows = (FORWARD_SHARED_BUDGET / row_bytes).max(FORWARD_MIN_ROWS.min(max_shared / row_bytes)).max(1);
-        let max_units = floor_pow2(max_units);
+        let rows = (limits.budget() / row_bytes).max(FORWARD_MIN_ROWS.min(limits.max_shared / row_bytes)).max(1);
+        let max_units = floor_pow2(limits.max_units);
         let threads = half.clamp(MIN_BUTTERFLIES_PER_CUBE, MAX_THREADS).min(rows * half).min(max_units);
         Plan { log_n: n.trailing_zeros() as usize, rows, threads }
     }
 
     /// The backward's plan: [`Plan::new`] with [`BACKWARD_BUTTERFLIES_PER_CUBE`] butterflies
     /// per cube (one per thread for lines up to 512), and fewer rows where its lines would exceed
-    /// `max_shared` (down to one row).
-    pub fn backward(n: usize, max_units: usize, elem: usize, max_shared: usize) -> Self {
-        let mut plan = Plan::new(n, max_units);
+    /// the device's `max_shared` (down to one row).
+    pub fn backward(n: usize, limits: &DeviceLimits, elem: usize) -> Self {
+        let max_shared = limits.max_shared;
+        let mut plan = Plan::new(n, limits.max_units);
         plan.rows = (BACKWARD_BUTTERFLIES_PER_CUBE / (n / 2)).max(1);
         plan.threads = plan.threads.min(plan.rows * n / 2);
         while plan.rows > 1 && plan.shared_bytes(elem) > max_shared {
@@ -241,14 +237,14 @@ pub(crate) struct Pass {
 }
 
 impl Pass {
-    fn new(log_n: usize, stage0: usize, log_local: usize, max_units: usize, elem: usize, max_shared: usize) -> Self {
+    fn new(log_n: usize, stage0: usize, log_local: usize, limits: &DeviceLimits, elem: usize) -> Self {
         let local = 1 << log_local;
         Pass {
             log_n,
             stage0,
             log_local,
-            plan: Plan::backward(local, max_units, elem, max_shared),
-            forward: Plan::forward(local, max_units, elem, max_shared),
+            plan: Plan::backward(local, limits, elem),
+            forward: Plan::forward(local, limits, elem),
         }
     }
 
@@ -462,16 +458,18 @@ impl<R: CubeRuntime> Split<R> {
     }
 }
 
-/// The passes of an `n`-point butterfly: one if a line of `n` fits in `max_shared` bytes, two
-/// if both halves of the split do; `None` otherwise (or if `n` is out of range).
-pub(crate) fn passes(n: usize, elem: usize, max_units: usize, max_shared: usize) -> Option<Vec<Pass>> {
+/// The passes of an `n`-point butterfly on `limits`' device: one if a line of `n` fits in its
+/// shared memory, two if both halves of the split do; `None` otherwise (or if `n` is out of
+/// range).
+pub(crate) fn passes(n: usize, elem: usize, limits: &DeviceLimits) -> Option<Vec<Pass>> {
     if !(2..=MAX_FUSED_N).contains(&n) || !n.is_power_of_two() {
         return None;
     }
     let log_n = n.trailing_zeros() as usize;
-    let fits = |a: usize| Plan::forward(1 << a, max_units, elem, max_shared).shared_bytes(elem) <= max_shared;
-    let max_local = (1..=MAX_SINGLE_PASS_N.trailing_zeros() as usize).rev().find(|&a| fits(a))?;
-    let pass = |stage0: usize, log_local: usize| Pass::new(log_n, stage0, log_local, max_units, elem, max_shared);
+    let fits = |a: usize| Plan::forward(1 << a, limits, elem).shared_bytes(elem) <= limits.max_shared;
+    let longest = MAX_SINGLE_PASS_N.max(floor_pow2(limits.budget() / (2 * elem)));
+    let max_local = (1..=longest.trailing_zeros() as usize).rev().find(|&a| fits(a))?;
+    let pass = |stage0: usize, log_local: usize| Pass::new(log_n, stage0, log_local, limits, elem);
     let list = if log_n <= max_local {
         vec![pass(0, log_n)]
     } else if log_n - max_local <= max_local {
@@ -485,62 +483,23 @@ pub(crate) fn passes(n: usize, elem: usize, max_units: usize, max_shared: usize)
     (grad_bytes <= MAX_PARTIAL_BYTES).then_some(list)
 }
 
-/// The backward's passes: from N = 2^`split_log_n` on ([`backward_split_log_n`] unless
+/// The backward's passes: from N = 2^`split_log_n` on ([`tuning::backward_split_log_n`] unless
 /// overridden), or where the forward takes two, two balanced passes (lines of `2^⌈L/2⌉` and
 /// `2^⌊L/2⌋`). Each thread of the backward keeps, per stage and butterfly, 8 twiddles, 8
 /// twiddle-gradient accumulators and the stage's 4 inputs in registers; short lines keep that
 /// small (more cubes per SM) at the cost of one more trip through device memory. `None` where
 /// a pass's lines do not fit in shared memory.
-pub(crate) fn backward_passes(
-    n: usize,
-    elem: usize,
-    max_units: usize,
-    max_shared: usize,
-    split_log_n: usize,
-) -> Option<Vec<Pass>> {
-    let forward = passes(n, elem, max_units, max_shared)?;
+pub(crate) fn backward_passes(n: usize, elem: usize, limits: &DeviceLimits, split_log_n: usize) -> Option<Vec<Pass>> {
+    let forward = passes(n, elem, limits)?;
     let log_n = n.trailing_zeros() as usize;
     let list = if (log_n < split_log_n && forward.len() == 1) || log_n == 1 {
         forward
     } else {
         let a = log_n.div_ceil(2);
-        let pass = |stage0: usize, log_local: usize| Pass::new(log_n, stage0, log_local, max_units, elem, max_shared);
+        let pass = |stage0: usize, log_local: usize| Pass::new(log_n, stage0, log_local, limits, elem);
         vec![pass(0, a), pass(a, log_n - a)]
     };
-    list.iter().all(|p| p.plan.shared_bytes(elem) <= max_shared).then_some(list)
-}
-
-/// log2 N from which the backward runs in two balanced passes (see [`backward_passes`]) on a
-/// runtime without a plane barrier.
-pub(crate) const BACKWARD_SPLIT_LOG_N: usize = 10;
-/// The same where the backward's stages synchronise per plane ([`PassConfig::plane_sync`]):
-/// a line of up to 64 elements then takes no cube-wide barrier between stages, which makes
-/// N = 512 in two passes of 32 and 16 faster than in one (data:
-/// `docs/benchmarks.md#kernel-defaults-kernel-backward-split-log-n-plane-sync`).
-pub(crate) const BACKWARD_SPLIT_LOG_N_PLANE_SYNC: usize = 9;
-
-/// Whether `runtime`'s compiler has a plane (warp) barrier: CUDA's `__syncwarp`. WGSL has none
-/// (CubeCL's WGSL compiler rejects it), so wgpu takes cube barriers.
-pub(crate) fn has_plane_barrier(runtime: &str) -> bool {
-    runtime == "cuda"
-}
-
-/// log2 N from which the backward splits on `runtime` (before any override).
-pub(crate) fn backward_split_log_n(runtime: &str) -> usize {
-    if has_plane_barrier(runtime) {
-        BACKWARD_SPLIT_LOG_N_PLANE_SYNC
-    } else {
-        BACKWARD_SPLIT_LOG_N
-    }
-}
-
-/// The environment variable that overrides [`backward_split_log_n`] (for comparisons).
-pub(crate) const BACKWARD_SPLIT_VAR: &str = "LEARNED_FFT_BACKWARD_SPLIT_LOG_N";
-
-/// An environment variable as a number, read once per process (the launchers ask on every
-/// call).
-pub(crate) fn env_override(cell: &'static std::sync::OnceLock<Option<usize>>, var: &str) -> Option<usize> {
-    *cell.get_or_init(|| std::env::var(var).ok().and_then(|v| v.parse::<usize>().ok()))
+    list.iter().all(|p| p.plan.shared_bytes(elem) <= limits.max_shared).then_some(list)
 }
 
 /// The backward's passes for `n` on `device` in float type `F`.
@@ -548,19 +507,14 @@ pub(crate) fn device_backward_passes<R: CubeRuntime, F: FloatElement>(
     n: usize,
     device: &R::Device,
 ) -> Option<Vec<Pass>> {
-    static SPLIT: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
-    let client = R::client(device);
-    let split = env_override(&SPLIT, BACKWARD_SPLIT_VAR).unwrap_or_else(|| backward_split_log_n(R::name(&client)));
-    let props = client.properties().hardware.clone();
-    let (units, shared) = (props.max_units_per_cube as usize, props.max_shared_memory_size);
-    backward_passes(n, std::mem::size_of::<F>(), units, shared, split)
+    let limits = DeviceLimits::of(&R::client(device));
+    let split = tuning::backward_split_log_n(limits.compiler, tuning::overrides());
+    backward_passes(n, std::mem::size_of::<F>(), &limits, split)
 }
 
 /// The passes for `n` on `device` in float type `F`.
 pub(crate) fn device_passes<R: CubeRuntime, F: FloatElement>(n: usize, device: &R::Device) -> Option<Vec<Pass>> {
-    let client = R::client(device);
-    let props = &client.properties().hardware;
-    passes(n, std::mem::size_of::<F>(), props.max_units_per_cube as usize, props.max_shared_memory_size)
+    passes(n, std::mem::size_of::<F>(), &DeviceLimits::of(&R::client(device)))
 }
 
 /// Whether the fused butterfly can run for size `n` on `device` in float type `F` (in one or two
@@ -586,16 +540,93 @@ pub fn single_pass_supported<R: CubeRuntime, F: FloatElement>(n: usize, device: 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ops::tuning::{Compiler, Overrides, BACKWARD_SPLIT_LOG_N, BACKWARD_SPLIT_LOG_N_PLANE_SYNC};
+
+    /// A wgpu (WGSL) device with `shared` bytes of shared memory and 1024 threads per cube.
+    fn device(shared: usize) -> DeviceLimits {
+        DeviceLimits::new(Compiler::Wgsl, shared, 1024)
+    }
+
+    /// What the tuning module hands a device reporting Metal's 32 KiB (WGSL), NVIDIA's Vulkan
+    /// 48 KiB (SPIR-V and WGSL) or an H100's 227 KiB (CUDA), with 1024 or 256 threads per cube:
+    /// no configuration of the forward, its register-resident and chunked variants, the
+    /// tangent, the backward or the convolution, in f32 or f64, exceeds the shared memory or
+    /// the threads the device reports.
+    #[test]
+    fn no_tuned_configuration_exceeds_what_the_device_reports() {
+        use super::conv::ConvConfig;
+        use super::radix::RadixConfig;
+        let o = Overrides::default();
+        let devices = [
+            (Compiler::Wgsl, 32 << 10),
+            (Compiler::Spirv, 48 << 10),
+            (Compiler::Wgsl, 48 << 10),
+            (Compiler::Cuda, 227 << 10),
+        ];
+        let mut checked = 0;
+        for (compiler, shared) in devices {
+            for units in [1024, 256] {
+                let limits = DeviceLimits::new(compiler, shared, units);
+                for elem in [4, 8] {
+                    let fits = |bytes: usize, threads: usize, what: &str| {
+                        assert!(bytes <= shared && threads <= units, "{limits:?}, {elem}-byte floats: {what}");
+                    };
+                    for log_n in 1..=MAX_FUSED_N.trailing_zeros() as usize {
+                        let n = 1 << log_n;
+                        let split = tuning::backward_split_log_n(compiler, &o);
+                        let lists = [
+                            passes(n, elem, &limits),
+                            super::tangent::tangent_passes(n, elem, &limits),
+                            backward_passes(n, elem, &limits, split),
+                        ];
+                        for (list, e) in lists.iter().zip([elem, 2 * elem, elem]) {
+                            for pass in list.iter().flatten() {
+                                fits(pass.forward.shared_bytes(e), pass.forward.threads, &format!("{pass:?}"));
+                                fits(pass.plan.shared_bytes(e), pass.plan.threads, &format!("{pass:?}"));
+                                checked += 1;
+                            }
+                        }
+                        // The register-resident forward, on a whole row or on the first pass's chunks.
+                        let local = passes(n, elem, &limits).map(|p| 1usize << p[0].log_local);
+                        let mapping = local.and_then(|local| Some((local, tuning::radix_mapping(&limits, local, &o)?)));
+                        if let Some((local, m)) = mapping {
+                            let capped = match m.log_cube {
+                                Some(c) => limits.capped((2 * elem) << c.clamp(local.trailing_zeros() as usize, 20)),
+                                None => limits,
+                            };
+                            if let Some(cfg) = RadixConfig::with_elems(
+                                local,
+                                elem,
+                                &capped,
+                                Order::BitReversed,
+                                (m.log_elems, m.log_group),
+                            ) {
+                                let cfg = cfg.stacked(m.log_stack);
+                                fits((2 * elem) << cfg.log_cube(), cfg.threads(), &format!("{cfg:?}"));
+                                checked += 1;
+                            }
+                        }
+                        if let Some(cfg) = ConvConfig::new(n, elem, &limits, Order::Natural, true) {
+                            fits(2 * n * elem, cfg.radix.threads(), &format!("{cfg:?}"));
+                            checked += 1;
+                        }
+                    }
+                }
+            }
+        }
+        assert!(checked > 1000, "only {checked} configurations checked");
+    }
 
     /// Metal's 32 KiB of threadgroup memory, the smallest budget the crate targets: every size
     /// up to [`MAX_FUSED_N`] still gets a forward and a backward whose cubes fit it.
     #[test]
     fn every_size_fits_32_kib() {
-        let (elem, units, shared) = (4, 1024, 32 << 10);
+        let (elem, shared) = (4, 32 << 10);
+        let limits = device(shared);
         for log_n in 1..=MAX_FUSED_N.trailing_zeros() as usize {
             let n = 1 << log_n;
-            let forward = passes(n, elem, units, shared).unwrap_or_else(|| panic!("n={n}: no forward passes"));
-            let backward = backward_passes(n, elem, units, shared, BACKWARD_SPLIT_LOG_N)
+            let forward = passes(n, elem, &limits).unwrap_or_else(|| panic!("n={n}: no forward passes"));
+            let backward = backward_passes(n, elem, &limits, BACKWARD_SPLIT_LOG_N)
                 .unwrap_or_else(|| panic!("n={n}: no backward passes"));
             for pass in &forward {
                 assert!(pass.forward.shared_bytes(elem) <= shared, "n={n}: forward {pass:?} over budget");
@@ -673,15 +704,15 @@ mod tests {
         for shared in [32 << 10, 48 << 10, 100 << 10] {
             for log_n in 1..=MAX_FUSED_N.trailing_zeros() as usize {
                 let n = 1 << log_n;
-                for pass in passes(n, elem, 1024, shared).unwrap_or_default() {
+                for pass in passes(n, elem, &device(shared)).unwrap_or_default() {
                     for grouped in [false, true] {
                         assert_conflict_free(&pass.config(pass.forward, Order::Natural, grouped), "forward");
                     }
                 }
-                for pass in passes(n, 2 * elem, 1024, shared).unwrap_or_default() {
+                for pass in passes(n, 2 * elem, &device(shared)).unwrap_or_default() {
                     assert_conflict_free(&pass.config(pass.forward, Order::Natural, false), "tangent");
                 }
-                for pass in backward_passes(n, elem, 1024, shared, BACKWARD_SPLIT_LOG_N).unwrap_or_default() {
+                for pass in backward_passes(n, elem, &device(shared), BACKWARD_SPLIT_LOG_N).unwrap_or_default() {
                     let mut cfg = pass.config(pass.plan, Order::BitReversed, false);
                     assert_conflict_free(&cfg, "backward");
                     cfg.reversed = pass.stage0 == 0 && pass.lines_per_row() > 1;
@@ -699,18 +730,18 @@ mod tests {
         for split in [BACKWARD_SPLIT_LOG_N, BACKWARD_SPLIT_LOG_N_PLANE_SYNC] {
             for shared in [32 << 10, 48 << 10, 100 << 10] {
                 for log_n in 1..=12 {
-                    let list = backward_passes(1 << log_n, 4, 1024, shared, split).expect("fits");
+                    let list = backward_passes(1 << log_n, 4, &device(shared), split).expect("fits");
                     let expected = if log_n < split || log_n == 1 { 1 } else { 2 };
                     assert_eq!(list.len(), expected, "n=2^{log_n}, split {split}, {shared} bytes");
                 }
             }
         }
-        let split = backward_split_log_n("cuda");
+        let split = tuning::backward_split_log_n(Compiler::Cuda, &Overrides::default());
         for log_n in 9..=12 {
-            for pass in backward_passes(1 << log_n, 4, 1024, 48 << 10, split).expect("fits") {
+            for pass in backward_passes(1 << log_n, 4, &device(48 << 10), split).expect("fits") {
                 assert!(pass.plane_sync(), "n=2^{log_n}: {pass:?}");
             }
         }
-        assert!(!backward_passes(256, 4, 1024, 48 << 10, split).expect("fits")[0].plane_sync());
+        assert!(!backward_passes(256, 4, &device(48 << 10), split).expect("fits")[0].plane_sync());
     }
 }

@@ -32,81 +32,13 @@ use cubecl::{prelude::*, CubeDim};
 
 use super::{block_times, load_block, reverse_bits, InputOrder, Order, Split, SplitInput, TwiddleTables, Twiddles};
 use crate::ops::cubecl::{empty, grid};
+use crate::ops::tuning::DeviceLimits;
 
 /// Largest group of stages a thread holds (2^5 = 32 complex elements: 64 registers).
 pub(crate) const MAX_LOG_ELEMS: usize = 5;
-/// The environment variable that overrides [`default_log_elems`] (1 … 5; 0 turns the
-/// register-resident forward off, for comparisons): read by the forward's launcher.
-pub(crate) const LOG_ELEMS_VAR: &str = "LEARNED_FFT_RADIX_LOG_ELEMS";
-/// The environment variable that overrides the most stages per group (1 … the elements' log2;
-/// by default as many as the elements allow, or [`default_log_elems`]' choice).
-pub(crate) const LOG_GROUP_VAR: &str = "LEARNED_FFT_RADIX_LOG_GROUP";
-
-/// log2 of the elements a thread holds, the most stages per group and log2 of the slabs a cube
-/// stacks, on runtime `runtime` (CubeCL's name for it) at size `n`, or `None` where the
-/// shared-memory forward is faster: the fastest forward of a sweep over these mappings
-/// (data: `docs/benchmarks.md#kernel-defaults-radix-default-log-elems`). Why they differ:
-/// - CUDA runs up to 32 elements a thread well; through wgpu (WGSL and SPIR-V) the larger
-///   register arrays are slower than the shared-memory forward, so wgpu holds 8 a thread.
-/// - Stacked slabs ([`RadixConfig::log_stack`]) let one twiddle block serve more rows. At N =
-///   2048 and 4096, where a cube holds one row, four slabs of 8 elements beat one of 32 (whose
-///   groups of 3 stages no longer overlap their twiddle loads); at N = 256 stacking loses.
-/// - The twiddle blocks are read as two vector loads ([`Quad`]): fewer instructions, more
-///   registers a thread (168 against 128 at N = 1024), which moved the best mappings; any change
-///   to the kernels' register use calls for the sweep again.
-pub(crate) fn default_log_elems(runtime: &str, n: usize) -> Option<(usize, usize, usize)> {
-    match (runtime, n) {
-        ("cuda", ..=64) => Some((4, 4, 0)),
-        ("cuda", 256) => Some((5, 2, 0)),
-        ("cuda", 1024) => Some((4, 2, 1)),
-        ("cuda", 2048 | 4096) => Some((3, 3, 2)),
-        ("cuda", _) => Some((5, 2, 0)),
-        (SPIRV_RUNTIME, 1024) => Some((3, 2, 1)),
-        (_, 256 | 1024 | 4096) => Some((3, 3, 1)),
-        _ => Some((3, 3, 0)),
-    }
-}
-
-/// log2 of the most elements a cube holds on runtime `runtime` at size `n`, where a cube smaller
-/// than 32 KiB of shared memory measured faster: more cubes per multiprocessor, fewer threads at
-/// each barrier. `None`: as many as 32 KiB take (4096 complex f32). Through wgpu (SPIR-V and
-/// WGSL alike; Metal and DX12 compile the same WGSL) 1024-element cubes win at N = 256 and 1024;
-/// CUDA gains only at N = 2048, one row a slab with four slabs stacked as at 4096 (data:
-/// `docs/benchmarks.md#kernel-defaults-radix-default-log-cube`).
-pub(crate) fn default_log_cube(runtime: &str, n: usize) -> Option<usize> {
-    match (runtime, n) {
-        ("cuda", 2048) => Some(11),
-        (SPIRV_RUNTIME | WGSL_RUNTIME, 256 | 1024) => Some(10),
-        _ => None,
-    }
-}
-
-/// Whether the kernels reload each twiddle block for every slab and instance it serves on
-/// runtime `runtime` at size `n` ([`RadixConfig::reload`]). CUDA's compiler merges such reloads
-/// into one load, so there it makes no difference. WGSL's compiler keeps them, and there the
-/// shorter register live ranges gain at N = 1024 only (data:
-/// `docs/benchmarks.md#kernel-defaults-radix-default-reload`).
-pub(crate) fn default_reload(runtime: &str, n: usize) -> bool {
-    matches!((runtime, n), (WGSL_RUNTIME, 1024))
-}
-
-/// The environment variable that overrides [`default_reload`] (0 or 1).
-pub(crate) const RELOAD_VAR: &str = "LEARNED_FFT_RADIX_RELOAD";
-
-/// CubeCL's name for wgpu on Vulkan with its SPIR-V compiler (the crate feature `vulkan`).
-pub(crate) const SPIRV_RUNTIME: &str = "wgpu<spirv>";
-/// CubeCL's name for wgpu through WGSL (Vulkan without the feature `vulkan`, Metal, DX12).
-pub(crate) const WGSL_RUNTIME: &str = "wgpu<wgsl>";
 /// Most slabs a cube stacks, log2 (registers: `2^(log_elems + log_stack)` complex elements a
 /// thread).
 pub(crate) const MAX_LOG_STACK: usize = 3;
-/// The environment variable that overrides the slabs per cube (log2, 0 … [`MAX_LOG_STACK`]).
-pub(crate) const LOG_STACK_VAR: &str = "LEARNED_FFT_RADIX_LOG_STACK";
-/// The environment variable that caps the elements a cube holds (log2; by default as many as
-/// 32 KiB of shared memory take), for comparisons of cube sizes.
-pub(crate) const LOG_CUBE_VAR: &str = "LEARNED_FFT_RADIX_LOG_CUBE";
-/// Shared memory a cube fills (32 KiB: Metal's limit, which every wgpu and CUDA device offers).
-const SHARED_BUDGET: usize = 32 << 10;
 /// Fewest elements a cube holds for the swizzle (one 32-bank row).
 const MIN_LOG_CUBE: usize = 5;
 
@@ -138,20 +70,19 @@ pub(crate) struct RadixConfig {
     /// `h` (its stages' twiddles from `h · n/2` on) of consecutive batch rows.
     pub log_chunks: usize,
     /// Whether each twiddle block is loaded again for every slab and instance it serves
-    /// instead of once for all of them ([`default_reload`]): more loads (L1 hits), shorter
+    /// instead of once for all of them ([`tuning::default_reload`](crate::ops::tuning::default_reload)): more loads (L1 hits), shorter
     /// register live ranges.
     pub reload: bool,
 }
 
 impl RadixConfig {
     /// The configuration for `n` with `2^log_elems` elements per thread in groups of at most
-    /// `log_group` stages on a device with `max_units` threads and `max_shared` bytes per cube,
-    /// in `elem`-byte floats; `None` where a row does not fit one cube.
+    /// `log_group` stages on `limits`' device, a cube filling its budget, in `elem`-byte floats;
+    /// `None` where a row does not fit one cube.
     pub fn with_elems(
         n: usize,
         elem: usize,
-        max_units: usize,
-        max_shared: usize,
+        limits: &DeviceLimits,
         order: Order,
         (log_elems, log_group): (usize, usize),
     ) -> Option<Self> {
@@ -163,7 +94,7 @@ impl RadixConfig {
             return None;
         }
         let log_n = n.trailing_zeros() as usize;
-        let budget = SHARED_BUDGET.min(max_shared) / (2 * elem);
+        let budget = limits.budget() / (2 * elem);
         if budget < 2 {
             return None;
         }
@@ -172,7 +103,7 @@ impl RadixConfig {
             return None;
         }
         let cfg = Self::plain(log_n, log_cube - log_n, order, (log_elems, log_group));
-        (cfg.threads() <= max_units && cfg.threads() >= 1).then_some(cfg)
+        (cfg.threads() <= limits.max_units && cfg.threads() >= 1).then_some(cfg)
     }
 
     /// One row of `n` per cube (no row bits), `2^log_elems` elements a thread in groups of at
@@ -928,6 +859,7 @@ mod tests {
     use super::checks::{check_free_of_bank_conflicts, check_groups_cover_the_cube};
     use super::*;
     use crate::ops::butterfly::Permutation;
+    use crate::ops::tuning::Compiler;
 
     /// Every size, element count, group size, order and cube size, each applying all its stages
     /// or only the first few (the backward's recompute).
@@ -943,7 +875,10 @@ mod tests {
                                 .into_iter()
                                 .map(|shared| (Order::BitReversed, shared)),
                         )
-                        .filter_map(move |(o, shared)| RadixConfig::with_elems(1 << log_n, 4, 1024, shared, o, (e, g)))
+                        .filter_map(move |(o, shared)| {
+                            let limits = DeviceLimits::new(Compiler::Wgsl, shared, 1024);
+                            RadixConfig::with_elems(1 << log_n, 4, &limits, o, (e, g))
+                        })
                         .flat_map(move |cfg| (1..=log_n).map(move |stages| cfg.first_stages(stages)))
                 })
             })
@@ -1066,8 +1001,7 @@ mod tests {
         type R = burn::backend::wgpu::WgpuRuntime;
         let device = Default::default();
         let client = <R as cubecl::Runtime>::client(&device);
-        let props = client.properties().hardware.clone();
-        let (units, shared) = (props.max_units_per_cube as usize, props.max_shared_memory_size);
+        let limits = DeviceLimits::of(&client);
         let mut seed = 0x2545_f491_4f6c_dd1du64;
         let mut uniform = move || {
             seed ^= seed << 13;
@@ -1116,7 +1050,7 @@ mod tests {
         let mut checked = 0;
         for (log_n, elems, order, stages, log_stack, reload) in cases {
             let n = 1usize << log_n;
-            let Some(cfg) = RadixConfig::with_elems(n, 4, units, shared, order, elems) else { continue };
+            let Some(cfg) = RadixConfig::with_elems(n, 4, &limits, order, elems) else { continue };
             let cfg = cfg.first_stages(stages).stacked(log_stack).reloading(reload);
             // A full cube, and a partial one: with slabs, half of them and half a slab more (the
             // rest past the batch).
@@ -1191,7 +1125,7 @@ mod tests {
             assert!(rel < F32_REL, "{cfg:?}: relative RMS {rel:e} (batch {batch})");
             checked += 1;
         }
-        assert_eq!(checked, cases.len(), "every configuration fits 32 KiB and 1024 units");
+        assert_eq!(checked, cases.len(), "every configuration fits the adapter's budget and threads");
     }
 }
 

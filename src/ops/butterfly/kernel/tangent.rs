@@ -12,6 +12,7 @@ use cubecl::{prelude::*, CubeDim};
 use super::forward::{line_element, load_lines, planar_split, slot_of, swizzled, swizzled_pair, twiddle_of};
 use super::{block_times, load_block, passes, InputOrder, Pass, PassConfig, Split, SplitInput, TwiddleTables};
 use crate::ops::cubecl::{empty, grid};
+use crate::ops::tuning::DeviceLimits;
 
 /// Stores the cube's lines from `re`, `im` into the packed `[2, batch, n]` output `y`.
 #[cube]
@@ -101,14 +102,13 @@ pub(crate) fn butterfly_tangent_kernel<F: Float>(
 
 /// The tangent's passes for `n`: the forward's at twice the element size (four lines of
 /// shared memory per line transformed instead of two).
-pub(crate) fn tangent_passes(n: usize, elem: usize, max_units: usize, max_shared: usize) -> Option<Vec<Pass>> {
-    passes(n, 2 * elem, max_units, max_shared)
+pub(crate) fn tangent_passes(n: usize, elem: usize, limits: &DeviceLimits) -> Option<Vec<Pass>> {
+    passes(n, 2 * elem, limits)
 }
 
 /// The tangent's passes for `n` on `device` in float type `F`.
 fn device_tangent_passes<R: CubeRuntime, F: FloatElement>(n: usize, device: &R::Device) -> Option<Vec<Pass>> {
-    let props = R::client(device).properties().hardware.clone();
-    tangent_passes(n, std::mem::size_of::<F>(), props.max_units_per_cube as usize, props.max_shared_memory_size)
+    tangent_passes(n, std::mem::size_of::<F>(), &DeviceLimits::of(&R::client(device)))
 }
 
 /// Whether the fused tangent runs for size `n` on `device` in float type `F`.

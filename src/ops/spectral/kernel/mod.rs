@@ -36,12 +36,12 @@ pub use loss::{loss_backward, loss_forward, loss_supported};
 
 use burn_cubecl::{kernel::into_contiguous, tensor::CubeTensor, CubeRuntime, FloatElement};
 use cubecl::prelude::*;
-use std::sync::OnceLock;
 
 use crate::ops::butterfly::kernel::radix::{deposit_thread, swizzled, RadixConfig, MAX_LOG_ELEMS};
-use crate::ops::butterfly::kernel::{env_override, reverse_bits, Order};
+use crate::ops::butterfly::kernel::{reverse_bits, Order};
 use crate::ops::cubecl::floor_pow2;
 use crate::ops::spectral::{Distance, Magnitude, MAX_FUSED_WIN};
+use crate::ops::tuning::{self, DeviceLimits};
 
 /// The constant tables as the kernels take them: the window `[W]` and the twiddles
 /// `e^{−2πi j/W}`, `[W/2]` each (re, im), contiguous.
@@ -158,15 +158,9 @@ pub(crate) struct FrameConfig {
 impl FrameConfig {
     /// The configuration for windows of `win` samples (a power of two) on a device with
     /// `max_units` threads per cube and shared memory for `max_elems` elements of frames:
-    /// [`FRAME_CUBE_ELEMS`] elements per cube and [`FRAME_LOG_ELEMS`] elements per thread, or
-    /// what `LEARNED_FFT_SPECTRAL_CUBE_ELEMS` and `LEARNED_FFT_SPECTRAL_LOG_ELEMS` ask for, for
-    /// comparisons (see [`Self::planned`]).
+    /// [`tuning::frame_cube`]'s elements per cube and per thread (see [`Self::planned`]).
     pub fn new(win: usize, max_units: usize, max_elems: usize, magnitude: Magnitude) -> Self {
-        static CUBE: OnceLock<Option<usize>> = OnceLock::new();
-        static LOG_ELEMS: OnceLock<Option<usize>> = OnceLock::new();
-        let cube = env_usize(&CUBE, CUBE_ELEMS_VAR).filter(|c| c.is_power_of_two()).unwrap_or(FRAME_CUBE_ELEMS);
-        let log_elems = env_usize(&LOG_ELEMS, LOG_ELEMS_VAR).unwrap_or(FRAME_LOG_ELEMS);
-        Self::planned(win, max_units, max_elems, (cube, log_elems), magnitude)
+        Self::planned(win, max_units, max_elems, tuning::frame_cube(tuning::overrides()), magnitude)
     }
 
     /// The configuration for `cube` elements per cube (a power of two; at most `max_elems`, at
@@ -220,24 +214,6 @@ impl FrameConfig {
     }
 }
 
-/// Elements of frames a cube holds (one frame where W is larger): 1024, 8 KiB in f32. Against
-/// 2048 it is faster through Vulkan and within 5 % either way on CUDA (data:
-/// `docs/benchmarks.md#kernel-defaults-spectral-frame-cube-elems`).
-const FRAME_CUBE_ELEMS: usize = 1024;
-/// log2 of the elements a thread holds in the on-chip FFT: 8, three radix-2 stages per trip
-/// through shared memory; 16 were slower on CUDA and through Vulkan (data:
-/// `docs/benchmarks.md#kernel-defaults-spectral-frame-cube-elems`).
-const FRAME_LOG_ELEMS: usize = 3;
-/// The environment variables that override [`FRAME_CUBE_ELEMS`] and [`FRAME_LOG_ELEMS`].
-const CUBE_ELEMS_VAR: &str = "LEARNED_FFT_SPECTRAL_CUBE_ELEMS";
-const LOG_ELEMS_VAR: &str = "LEARNED_FFT_SPECTRAL_LOG_ELEMS";
-
-/// A positive integer from environment variable `var`, if set and valid (read once per process:
-/// the plan is made on every call).
-fn env_usize(cell: &'static OnceLock<Option<usize>>, var: &str) -> Option<usize> {
-    env_override(cell, var).filter(|&v| v > 0)
-}
-
 /// What the fused loss kernels are compiled for: [`FrameConfig`], the distance, whether the
 /// spectral-convergence term is on, and which gradients the backward computes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -257,20 +233,17 @@ pub fn fused_supported<R: CubeRuntime, F: FloatElement>(win: usize, device: &R::
 }
 
 /// The kernels' comptime configuration for window `win` on `client`'s device, in float type `F`:
-/// its frames take at most [`SHARED_BUDGET`] of shared memory (one frame at least).
+/// its frames take at most the device's budget of shared memory ([`DeviceLimits::budget`]), one
+/// frame at least.
 pub(crate) fn frame_config<R: CubeRuntime, F: FloatElement>(
     client: &cubecl::client::ComputeClient<R>,
     win: usize,
     magnitude: Magnitude,
 ) -> FrameConfig {
-    let hardware = &client.properties().hardware;
-    let max_elems = SHARED_BUDGET.min(hardware.max_shared_memory_size) / (2 * core::mem::size_of::<F>());
-    FrameConfig::new(win, hardware.max_units_per_cube as usize, max_elems, magnitude)
+    let limits = DeviceLimits::of(client);
+    let max_elems = limits.budget() / (2 * core::mem::size_of::<F>());
+    FrameConfig::new(win, limits.max_units, max_elems, magnitude)
 }
-
-/// Shared memory a cube's frames take at most (Metal's limit, which every device offers), unless
-/// one frame needs more.
-const SHARED_BUDGET: usize = 32 << 10;
 
 /// Where element `index` of a cube's frames (`slot · W + i`) lives in shared memory: the
 /// register-resident butterfly's swizzle, under which every access of the on-chip FFT's groups
