@@ -13,6 +13,8 @@ mod autodiff;
 pub mod butterfly;
 #[cfg(feature = "fused")]
 mod cubecl;
+#[cfg(feature = "fused")]
+pub(crate) mod onchip;
 pub mod spectral;
 #[cfg(feature = "fused")]
 pub(crate) mod tuning;

@@ -9,9 +9,9 @@
 use burn_cubecl::{tensor::CubeTensor, CubeRuntime, FloatElement};
 use cubecl::{prelude::*, CubeDim};
 
-use super::radix::apply;
 use super::{Split, SplitInput, TwiddleTables};
 use crate::ops::cubecl::{empty, grid};
+use crate::ops::onchip::apply;
 
 /// Most stages the pass holds in registers (a column of 4 samples, 4 twiddle blocks of 8 floats).
 pub(crate) const MAX_COLUMN_STAGES: usize = 2;

@@ -18,11 +18,12 @@
 use burn_cubecl::{kernel::into_contiguous, tensor::CubeTensor, CubeRuntime, FloatElement};
 use cubecl::{prelude::*, CubeDim};
 
-use super::radix::{
-    deposit_thread, exchange, group_stages, move_group, radix_twiddles, reversed, swizzled, Quad, RadixConfig,
-};
-use super::{reverse_bits, InputOrder, Order};
+use super::radix::radix_twiddles;
+use super::InputOrder;
 use crate::ops::cubecl::{empties, grid};
+use crate::ops::onchip::{
+    deposit_thread, exchange, group_stages, move_group, reverse_bits, reversed, swizzled, Order, Quad, RadixConfig,
+};
 use crate::ops::tuning::{self, DeviceLimits};
 
 /// What the kernels are compiled for.

@@ -4,13 +4,14 @@ use burn_cubecl::{tensor::CubeTensor, CubeRuntime, FloatElement};
 use cubecl::{prelude::*, CubeDim};
 
 use super::columns::{self, ColumnsConfig};
-use super::radix::{self, RadixConfig};
+use super::radix;
 use super::{
     block_times, device_passes, load_block, reverse_bits, InputOrder, Order, Pass, PassConfig, Split, SplitInput,
     TwiddleTables, Twiddles,
 };
 use crate::ops::cubecl::empty;
 use crate::ops::cubecl::grid;
+use crate::ops::onchip::RadixConfig;
 use crate::ops::tuning::{self, DeviceLimits};
 
 /// Source index of position `i` after the input permutation (`table`: see [`InputOrder`]).

@@ -14,8 +14,8 @@ use super::Tables;
 use super::{
     at, fft_stages, frame_config, load_frames, magnitude_slope, FrameConfig, FrameRange, FrameTables, Framing,
 };
-use crate::ops::butterfly::kernel::reverse_bits;
 use crate::ops::cubecl::grid;
+use crate::ops::onchip::reverse_bits;
 use crate::ops::spectral::Magnitude;
 
 /// The per-frame gradient buffer of one launch stays under this many bytes: signals are taken in

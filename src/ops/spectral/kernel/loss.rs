@@ -24,8 +24,8 @@ use cubecl::{prelude::*, CubeCount, CubeDim};
 use super::backward::{overlap_add, signal_chunk};
 use super::{at, fft_stages, frame_config, load_frames, magnitude_of, magnitude_slope, Tables};
 use super::{FrameConfig, FrameRange, FrameTables, Framing, LossConfig};
-use crate::ops::butterfly::kernel::reverse_bits;
 use crate::ops::cubecl::{empties, empty, floor_pow2, grid};
+use crate::ops::onchip::reverse_bits;
 use crate::ops::spectral::{Distance, LossParams, Magnitude};
 use cubecl::client::ComputeClient;
 

@@ -37,9 +37,8 @@ pub use loss::{loss_backward, loss_forward, loss_supported};
 use burn_cubecl::{kernel::into_contiguous, tensor::CubeTensor, CubeRuntime, FloatElement};
 use cubecl::prelude::*;
 
-use crate::ops::butterfly::kernel::radix::{deposit_thread, swizzled, RadixConfig, MAX_LOG_ELEMS};
-use crate::ops::butterfly::kernel::{reverse_bits, Order};
 use crate::ops::cubecl::floor_pow2;
+use crate::ops::onchip::{deposit_thread, reverse_bits, swizzled, Order, RadixConfig, MAX_LOG_ELEMS};
 use crate::ops::spectral::{Distance, Magnitude, MAX_FUSED_WIN};
 use crate::ops::tuning::{self, DeviceLimits};
 
@@ -501,7 +500,7 @@ pub(crate) mod float_constant {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ops::butterfly::kernel::radix::checks::{check_free_of_bank_conflicts, check_groups_cover_the_cube};
+    use crate::ops::onchip::mapping::checks::{check_free_of_bank_conflicts, check_groups_cover_the_cube};
 
     /// Every window the kernels take, on devices of 256 and 1024 threads per cube.
     fn configs() -> impl Iterator<Item = (usize, FrameConfig)> {
