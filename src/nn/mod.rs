@@ -5,6 +5,7 @@
 //! backend through the ops of [`crate::ops`].
 
 pub mod butterfly;
+pub mod class;
 pub mod conv;
 pub mod linear;
 pub mod permutation;
@@ -13,12 +14,12 @@ pub mod psd;
 pub mod spectral;
 
 pub use butterfly::{exact_fft, Butterfly, ButterflyConfig, ButterflyInit};
+pub use class::{model_class, model_class_for, model_class_of_size, ModelChoice, ModelClass, PermutationSource};
 pub use conv::{ConvOutput, FftConv1d, FftConv1dConfig, FftSource};
 pub use linear::{ButterflyLinear, ButterflyLinearConfig, ButterflyLinearInit};
 pub use permutation::{RelaxedPermutation, RelaxedPermutationConfig};
 pub use product::{
-    exact_product, model_class, model_class_for, model_class_of_size, product_forward, product_tangent,
-    ButterflyProduct, ButterflyProductConfig, LinearTransform, ModelChoice, ModelClass, PermutationSource,
+    exact_product, product_forward, product_tangent, ButterflyProduct, ButterflyProductConfig, LinearTransform,
 };
 pub use psd::{top_k_peaks, welch_psd, welch_psd_with};
 pub use spectral::{MultiResolutionSpectralLoss, MultiResolutionSpectralLossConfig, SpectralLoss, SpectralLossConfig};
