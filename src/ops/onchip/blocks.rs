@@ -26,6 +26,20 @@ pub(crate) enum Order {
     Table,
 }
 
+/// A cube's split-complex elements in shared memory: real and imaginary parts apart.
+#[derive(CubeType)]
+pub(crate) struct SharedSplit<F: Float> {
+    pub re: SharedMemory<F>,
+    pub im: SharedMemory<F>,
+}
+
+/// A thread's split-complex elements in registers: real and imaginary parts apart.
+#[derive(CubeType)]
+pub(crate) struct SplitArray<F: Float> {
+    pub re: Array<F>,
+    pub im: Array<F>,
+}
+
 /// A split-complex input in a kernel: real parts, and imaginary parts from `im_offset` on in
 /// `im` (so a packed `[2, batch, n]` intermediate can be passed as both).
 #[derive(CubeLaunch, CubeType)]

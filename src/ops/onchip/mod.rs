@@ -4,7 +4,8 @@
 //! group instead of once per stage. No op's slice imports another's internals: what they share
 //! lives here.
 //!
-//! - [`blocks`]: input orders, bit reversal, split-complex inputs, 2×2 twiddle blocks.
+//! - [`blocks`]: input orders, bit reversal, split-complex pairs (a kernel input, shared
+//!   memory, registers), 2×2 twiddle blocks.
 //! - [`mapping`]: [`RadixConfig`], the host-side map of a cube's elements to threads, registers
 //!   and shared-memory slots.
 //! - [`stages`]: the `#[cube]` functions: groups of stages in registers, the swizzled
@@ -39,6 +40,8 @@ pub(crate) mod blocks;
 pub(crate) mod mapping;
 pub(crate) mod stages;
 
-pub(crate) use blocks::{block_times, load_block, reverse_bits, Order, Split, SplitInput, TwiddleTables, Twiddles};
+pub(crate) use blocks::{
+    block_times, load_block, reverse_bits, Order, SharedSplit, Split, SplitArray, SplitInput, TwiddleTables, Twiddles,
+};
 pub(crate) use mapping::{RadixConfig, MAX_LOG_ELEMS};
 pub(crate) use stages::{apply, deposit_thread, exchange, group_stages, move_group, reversed, swizzled, Quad};

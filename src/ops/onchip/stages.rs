@@ -4,7 +4,7 @@
 
 use cubecl::prelude::*;
 
-use super::blocks::{block_times, load_block, TwiddleTables, Twiddles};
+use super::blocks::{block_times, load_block, SharedSplit, SplitArray, TwiddleTables, Twiddles};
 use super::mapping::{RadixConfig, MIN_LOG_CUBE};
 
 /// Four entries of a twiddle block (`t00, t01, t10, t11`, real or imaginary parts) as one
@@ -13,18 +13,12 @@ pub(crate) type Quad<F> = Vector<F, Const<4>>;
 
 /// `x_a, x_b ← T · (x_a, x_b)` in registers.
 #[cube]
-fn apply_registers<F: Float>(
-    vr: &mut Array<F>,
-    vi: &mut Array<F>,
-    #[comptime] a: usize,
-    #[comptime] b: usize,
-    tw: &Twiddles<F>,
-) {
-    let (c0r, c0i, c1r, c1i) = block_times(tw, vr[a], vi[a], vr[b], vi[b]);
-    vr[a] = c0r;
-    vi[a] = c0i;
-    vr[b] = c1r;
-    vi[b] = c1i;
+fn apply_registers<F: Float>(regs: &mut SplitArray<F>, #[comptime] a: usize, #[comptime] b: usize, tw: &Twiddles<F>) {
+    let (c0r, c0i, c1r, c1i) = block_times(tw, regs.re[a], regs.im[a], regs.re[b], regs.im[b]);
+    regs.re[a] = c0r;
+    regs.im[a] = c0i;
+    regs.re[b] = c1r;
+    regs.im[b] = c1i;
 }
 
 /// The block whose real parts are vector `w` of the relaid tables (the butterfly's `radix_twiddles`) and
@@ -47,15 +41,14 @@ fn load_quads<F: Float>(twiddles: &Array<Quad<F>>, w: usize, #[comptime] half_n:
 /// `x_a, x_b ← T · (x_a, x_b)` for the block at entries `w + c · half_n` of planar tables.
 #[cube]
 pub(crate) fn apply<F: Float>(
-    vr: &mut Array<F>,
-    vi: &mut Array<F>,
+    regs: &mut SplitArray<F>,
     #[comptime] a: usize,
     #[comptime] b: usize,
     twiddles: &TwiddleTables<F>,
     w: usize,
     #[comptime] half_n: usize,
 ) {
-    apply_registers(vr, vi, a, b, &load_block(twiddles, 0, w, half_n));
+    apply_registers(regs, a, b, &load_block(twiddles, 0, w, half_n));
 }
 
 /// The cube index of thread `t`'s first instance of group `gi` (`t < threads`; its group bits
@@ -104,12 +97,9 @@ pub(crate) fn reversed(i: usize, bits: usize) -> usize {
 /// (registers `s · elems + q · r + e`): from shared memory to the registers where `load`, else
 /// back.
 #[cube]
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn move_group<F: Float>(
-    s_re: &mut SharedMemory<F>,
-    s_im: &mut SharedMemory<F>,
-    vr: &mut Array<F>,
-    vi: &mut Array<F>,
+    shared: &mut SharedSplit<F>,
+    regs: &mut SplitArray<F>,
     slot_t: usize,
     #[comptime] s: usize,
     #[comptime] cfg: RadixConfig,
@@ -127,11 +117,11 @@ pub(crate) fn move_group<F: Float>(
             let slot = slot_t ^ comptime![cfg.swizzle(cfg.deposit(gi, q * threads) | (e << b0))];
             let at = comptime![s * elems + q * r + e];
             if comptime![load] {
-                vr[at] = s_re[slot];
-                vi[at] = s_im[slot];
+                regs.re[at] = shared.re[slot];
+                regs.im[at] = shared.im[slot];
             } else {
-                s_re[slot] = vr[at];
-                s_im[slot] = vi[at];
+                shared.re[slot] = regs.re[at];
+                shared.im[slot] = regs.im[at];
             }
         }
     }
@@ -141,10 +131,8 @@ pub(crate) fn move_group<F: Float>(
 /// twiddle block loaded once for every instance that shares it, from vector `base` on in the
 /// relaid tables (the butterfly's `radix_twiddles`).
 #[cube]
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn group_stages<F: Float>(
-    vr: &mut Array<F>,
-    vi: &mut Array<F>,
+    regs: &mut SplitArray<F>,
     twiddles: &Array<Quad<F>>,
     t: usize,
     base: usize,
@@ -182,7 +170,7 @@ pub(crate) fn group_stages<F: Float>(
                     for q in 0..instances {
                         let w = (outside_t | comptime![cfg.outside(gi, q * threads) | inside]) + stage_base + base;
                         let at = comptime![s * elems + q * r];
-                        apply_registers(vr, vi, at + e0, at + e1, &load_quads(twiddles, w, half_n));
+                        apply_registers(regs, at + e0, at + e1, &load_quads(twiddles, w, half_n));
                     }
                 }
             } else if comptime![shares] {
@@ -192,7 +180,7 @@ pub(crate) fn group_stages<F: Float>(
                     #[unroll]
                     for q in 0..instances {
                         let at = comptime![s * elems + q * r];
-                        apply_registers(vr, vi, at + e0, at + e1, &tw);
+                        apply_registers(regs, at + e0, at + e1, &tw);
                     }
                 }
             } else {
@@ -203,7 +191,7 @@ pub(crate) fn group_stages<F: Float>(
                     #[unroll]
                     for s in 0..stack {
                         let at = comptime![s * elems + q * r];
-                        apply_registers(vr, vi, at + e0, at + e1, &tw);
+                        apply_registers(regs, at + e0, at + e1, &tw);
                     }
                 }
             }
@@ -215,12 +203,9 @@ pub(crate) fn group_stages<F: Float>(
 /// a slab at a time. Within one slab a thread writes (next group) exactly the slots it read, so
 /// one slab needs one barrier; the next slab's write needs the reads of this one done.
 #[cube]
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn exchange<F: Float>(
-    s_re: &mut SharedMemory<F>,
-    s_im: &mut SharedMemory<F>,
-    vr: &mut Array<F>,
-    vi: &mut Array<F>,
+    shared: &mut SharedSplit<F>,
+    regs: &mut SplitArray<F>,
     slot_g: usize,
     t: usize,
     #[comptime] cfg: RadixConfig,
@@ -230,9 +215,9 @@ pub(crate) fn exchange<F: Float>(
     let slot_next = swizzled(deposit_thread(t, cfg, comptime![gi + 1]), cfg);
     #[unroll]
     for s in 0..stack {
-        move_group(s_re, s_im, vr, vi, slot_g, s, cfg, gi, false);
+        move_group(shared, regs, slot_g, s, cfg, gi, false);
         sync_cube();
-        move_group(s_re, s_im, vr, vi, slot_next, s, cfg, comptime![gi + 1], true);
+        move_group(shared, regs, slot_next, s, cfg, comptime![gi + 1], true);
         if comptime![s + 1 < stack] {
             sync_cube();
         }

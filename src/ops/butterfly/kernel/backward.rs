@@ -53,7 +53,6 @@ fn stage_sync(#[comptime] between: bool, #[comptime] cfg: PassConfig) {
 /// where `gather` (the first pass's order), the output gradient as it lies otherwise. Rows past
 /// the batch, and a part (re, im) not in `parts`, read as zeros.
 #[cube]
-#[allow(clippy::too_many_arguments)]
 fn fetch<F: Float>(
     input: &SplitInput<F>,
     order: &Array<u32>,

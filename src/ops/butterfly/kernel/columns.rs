@@ -11,7 +11,7 @@ use cubecl::{prelude::*, CubeDim};
 
 use super::{Split, SplitInput, TwiddleTables};
 use crate::ops::cubecl::{empty, grid};
-use crate::ops::onchip::apply;
+use crate::ops::onchip::{apply, SplitArray};
 
 /// Most stages the pass holds in registers (a column of 4 samples, 4 twiddle blocks of 8 floats).
 pub(crate) const MAX_COLUMN_STAGES: usize = 2;
@@ -67,8 +67,7 @@ fn butterfly_columns_kernel<F: Float>(
     let l = (CUBE_POS % blocks) * THREADS + UNIT_POS_X as usize;
     let plane = batch * n;
     let im_offset = x.im_offset as usize;
-    let mut vr = Array::<F>::new(len);
-    let mut vi = Array::<F>::new(len);
+    let mut regs = SplitArray::<F> { re: Array::<F>::new(len), im: Array::<F>::new(len) };
     #[unroll]
     for r in 0..ROWS_PER_THREAD {
         let row = first_row + r;
@@ -76,8 +75,8 @@ fn butterfly_columns_kernel<F: Float>(
             let at = row * n + l;
             #[unroll]
             for e in 0..len {
-                vr[e] = x.re[at + comptime![e << stage0]];
-                vi[e] = x.im[im_offset + at + comptime![e << stage0]];
+                regs.re[e] = x.re[at + comptime![e << stage0]];
+                regs.im[e] = x.im[im_offset + at + comptime![e << stage0]];
             }
             #[unroll]
             for s in 0..comptime![cfg.log_n - stage0] {
@@ -88,13 +87,13 @@ fn butterfly_columns_kernel<F: Float>(
                     let e0 = comptime![((pair >> s) << (s + 1)) | (pair & ((1usize << s) - 1))];
                     let k = comptime![((e0 >> (s + 1)) << p) | ((e0 & ((1usize << s) - 1)) << stage0)];
                     let w = l + comptime![p * 4 * half_n + k];
-                    apply(&mut vr, &mut vi, e0, comptime![e0 + (1usize << s)], twiddles, w, half_n);
+                    apply(&mut regs, e0, comptime![e0 + (1usize << s)], twiddles, w, half_n);
                 }
             }
             #[unroll]
             for e in 0..len {
-                output[at + comptime![e << stage0]] = vr[e];
-                output[plane + at + comptime![e << stage0]] = vi[e];
+                output[at + comptime![e << stage0]] = regs.re[e];
+                output[plane + at + comptime![e << stage0]] = regs.im[e];
             }
         }
     }

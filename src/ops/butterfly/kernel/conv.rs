@@ -23,6 +23,7 @@ use super::InputOrder;
 use crate::ops::cubecl::{empties, grid};
 use crate::ops::onchip::{
     deposit_thread, exchange, group_stages, move_group, reverse_bits, reversed, swizzled, Order, Quad, RadixConfig,
+    SharedSplit, SplitArray,
 };
 use crate::ops::tuning::{self, DeviceLimits};
 
@@ -56,16 +57,13 @@ pub fn conv_supported<R: CubeRuntime, F: FloatElement>(n: usize, device: &R::Dev
 /// Loads the real row `values[start … start + len]`, zero-padded to N and permuted, into the
 /// first group's registers (imaginary parts zero).
 #[cube]
-#[allow(clippy::too_many_arguments)]
 fn load_real<F: Float>(
     values: &Array<F>,
     start: usize,
     len: usize,
     order: &Array<u32>,
-    s_re: &mut SharedMemory<F>,
-    s_im: &mut SharedMemory<F>,
-    vr: &mut Array<F>,
-    vi: &mut Array<F>,
+    shared: &mut SharedSplit<F>,
+    regs: &mut SplitArray<F>,
     #[comptime] cfg: RadixConfig,
 ) {
     let log_n = comptime![cfg.log_n];
@@ -86,8 +84,8 @@ fn load_real<F: Float>(
                 if j < len {
                     v = values[start + j];
                 }
-                vr[q * r + e] = v;
-                vi[q * r + e] = F::new(0.0);
+                regs.re[q * r + e] = v;
+                regs.im[q * r + e] = F::new(0.0);
             }
         }
     } else {
@@ -109,12 +107,12 @@ fn load_real<F: Float>(
             } else if comptime![cfg.order == Order::BitReversed] {
                 slot = slot_t ^ comptime![cfg.swizzle(reversed(q * threads, log_n))];
             }
-            s_re[slot] = v;
-            s_im[slot] = F::new(0.0);
+            shared.re[slot] = v;
+            shared.im[slot] = F::new(0.0);
         }
         sync_cube();
         let slot0 = swizzled(deposit_thread(t, cfg, comptime![0usize]), cfg);
-        move_group(s_re, s_im, vr, vi, slot0, comptime![0usize], cfg, comptime![0usize], true);
+        move_group(shared, regs, slot0, comptime![0usize], cfg, comptime![0usize], true);
     }
 }
 
@@ -122,10 +120,8 @@ fn load_real<F: Float>(
 /// last group's, the twiddles read from vector `base` on in the relaid table.
 #[cube]
 fn transform<F: Float>(
-    s_re: &mut SharedMemory<F>,
-    s_im: &mut SharedMemory<F>,
-    vr: &mut Array<F>,
-    vi: &mut Array<F>,
+    shared: &mut SharedSplit<F>,
+    regs: &mut SplitArray<F>,
     twiddles: &Array<Quad<F>>,
     base: usize,
     #[comptime] cfg: RadixConfig,
@@ -133,10 +129,10 @@ fn transform<F: Float>(
     let t = UNIT_POS_X as usize;
     #[unroll]
     for gi in 0..comptime![cfg.groups()] {
-        group_stages(vr, vi, twiddles, t, base, cfg, gi);
+        group_stages(regs, twiddles, t, base, cfg, gi);
         if comptime![gi + 1 < cfg.groups()] {
             let slot_g = swizzled(deposit_thread(t, cfg, gi), cfg);
-            exchange(s_re, s_im, vr, vi, slot_g, t, cfg, gi);
+            exchange(shared, regs, slot_g, t, cfg, gi);
         }
     }
 }
@@ -146,10 +142,8 @@ fn transform<F: Float>(
 /// `i` gets `Y[g[i]]`. Ends before a barrier: the caller syncs before shared memory is written.
 #[cube]
 fn permute_result<F: Float>(
-    s_re: &mut SharedMemory<F>,
-    s_im: &mut SharedMemory<F>,
-    vr: &mut Array<F>,
-    vi: &mut Array<F>,
+    shared: &mut SharedSplit<F>,
+    regs: &mut SplitArray<F>,
     order: &Array<u32>,
     #[comptime] cfg: RadixConfig,
 ) {
@@ -158,7 +152,7 @@ fn permute_result<F: Float>(
     let last = comptime![cfg.groups() - 1];
     let t = UNIT_POS_X as usize;
     let slot_last = swizzled(deposit_thread(t, cfg, last), cfg);
-    move_group(s_re, s_im, vr, vi, slot_last, comptime![0usize], cfg, last, false);
+    move_group(shared, regs, slot_last, comptime![0usize], cfg, last, false);
     sync_cube();
     let r = comptime![1usize << cfg.group(0).1];
     let base_t = deposit_thread(t, cfg, comptime![0usize]);
@@ -175,8 +169,8 @@ fn permute_result<F: Float>(
             } else if comptime![cfg.order == Order::Table] {
                 slot = swizzled(order[base_t + c] as usize, cfg);
             }
-            vr[q * r + e] = s_re[slot];
-            vi[q * r + e] = s_im[slot];
+            regs.re[q * r + e] = shared.re[slot];
+            regs.im[q * r + e] = shared.im[slot];
         }
     }
 }
@@ -185,7 +179,6 @@ fn permute_result<F: Float>(
 /// order and laid out in the convolution kernel's register order: register `k` of thread `t` at
 /// `(c · elems + k) · threads + t` (re, then im at `plane`).
 #[cube(launch_unchecked)]
-#[allow(clippy::too_many_arguments)]
 fn conv_taps_kernel<F: Float>(
     taps: &Array<F>,
     order: &Array<u32>,
@@ -201,28 +194,25 @@ fn conv_taps_kernel<F: Float>(
     let n = comptime![1usize << rc.log_n];
     let elems = comptime![1usize << rc.log_elems];
     let threads = comptime![rc.threads()];
-    let mut s_re = SharedMemory::<F>::new(n);
-    let mut s_im = SharedMemory::<F>::new(n);
-    let mut vr = Array::<F>::new(elems);
-    let mut vi = Array::<F>::new(elems);
+    let mut shared = SharedSplit::<F> { re: SharedMemory::<F>::new(n), im: SharedMemory::<F>::new(n) };
+    let mut regs = SplitArray::<F> { re: Array::<F>::new(elems), im: Array::<F>::new(elems) };
     let c = CUBE_POS;
     let t = UNIT_POS_X as usize;
     let len = taps_len as usize;
-    load_real(taps, c * len, len, order, &mut s_re, &mut s_im, &mut vr, &mut vi, rc);
-    transform(&mut s_re, &mut s_im, &mut vr, &mut vi, twiddles, 0usize, rc);
-    permute_result(&mut s_re, &mut s_im, &mut vr, &mut vi, order, rc);
+    load_real(taps, c * len, len, order, &mut shared, &mut regs, rc);
+    transform(&mut shared, &mut regs, twiddles, 0usize, rc);
+    permute_result(&mut shared, &mut regs, order, rc);
     #[unroll]
     for k in 0..elems {
         let at = (c * elems + k) * threads + t;
-        spectrum[at] = vr[k] * scale;
-        spectrum[plane as usize + at] = vi[k] * scale;
+        spectrum[at] = regs.re[k] * scale;
+        spectrum[plane as usize + at] = regs.im[k] * scale;
     }
 }
 
 /// One cube per row `(b, c)`: `X = F x`, `Z = X ⊙ spectrum[c]`, `y = Re F conj(Z)`, the first
 /// `out_len` samples plus `bias[c]`.
 #[cube(launch_unchecked)]
-#[allow(clippy::too_many_arguments)]
 fn conv_kernel<F: Float>(
     x: &Array<F>,
     spectrum: &Array<F>,
@@ -243,32 +233,30 @@ fn conv_kernel<F: Float>(
     let elems = comptime![1usize << rc.log_elems];
     let threads = comptime![rc.threads()];
     let last = comptime![rc.groups() - 1];
-    let mut s_re = SharedMemory::<F>::new(n);
-    let mut s_im = SharedMemory::<F>::new(n);
-    let mut vr = Array::<F>::new(elems);
-    let mut vi = Array::<F>::new(elems);
+    let mut shared = SharedSplit::<F> { re: SharedMemory::<F>::new(n), im: SharedMemory::<F>::new(n) };
+    let mut regs = SplitArray::<F> { re: Array::<F>::new(elems), im: Array::<F>::new(elems) };
     let row = CUBE_POS;
     let c = row % channels as usize;
     let t = UNIT_POS_X as usize;
     let len = length as usize;
-    load_real(x, row * len, len, order, &mut s_re, &mut s_im, &mut vr, &mut vi, rc);
-    transform(&mut s_re, &mut s_im, &mut vr, &mut vi, twiddles, 0usize, rc);
+    load_real(x, row * len, len, order, &mut shared, &mut regs, rc);
+    transform(&mut shared, &mut regs, twiddles, 0usize, rc);
     // conj(X ⊙ H), permuted, in the first group's registers; H was written in that order.
-    permute_result(&mut s_re, &mut s_im, &mut vr, &mut vi, order, rc);
+    permute_result(&mut shared, &mut regs, order, rc);
     #[unroll]
     for k in 0..elems {
         let at = (c * elems + k) * threads + t;
         let (hr, hi) = (spectrum[at], spectrum[plane as usize + at]);
-        let (xr, xi) = (vr[k], vi[k]);
-        vr[k] = xr * hr - xi * hi;
-        vi[k] = F::new(0.0) - (xr * hi + xi * hr);
+        let (xr, xi) = (regs.re[k], regs.im[k]);
+        regs.re[k] = xr * hr - xi * hi;
+        regs.im[k] = F::new(0.0) - (xr * hi + xi * hr);
     }
     // Every thread has gathered before the next transform's exchanges write.
     sync_cube();
     // The same twiddles again, from a base the compiler cannot see is zero: otherwise it keeps
     // every value the first transform loaded live until the second (hundreds of registers a
     // thread, spilled to local memory) instead of loading them again from the cache.
-    transform(&mut s_re, &mut s_im, &mut vr, &mut vi, twiddles, reload as usize, rc);
+    transform(&mut shared, &mut regs, twiddles, reload as usize, rc);
     let out = out_len as usize;
     let mut b = F::new(0.0);
     if comptime![cfg.bias] {
@@ -285,20 +273,20 @@ fn conv_kernel<F: Float>(
             for e in 0..r {
                 let i = base_t + comptime![rc.deposit(last, q * threads) | (e << b0)];
                 if i < out {
-                    output[row * out + i] = vr[q * r + e] + b;
+                    output[row * out + i] = regs.re[q * r + e] + b;
                 }
             }
         }
     } else {
         let slot_last = swizzled(deposit_thread(t, rc, last), rc);
-        move_group(&mut s_re, &mut s_im, &mut vr, &mut vi, slot_last, comptime![0usize], rc, last, false);
+        move_group(&mut shared, &mut regs, slot_last, comptime![0usize], rc, last, false);
         sync_cube();
         let slot_t = swizzled(t, rc);
         #[unroll]
         for q in 0..elems {
             let i = t + comptime![q * threads];
             if i < out {
-                output[row * out + i] = s_re[slot_t ^ comptime![rc.swizzle(q * threads)]] + b;
+                output[row * out + i] = shared.re[slot_t ^ comptime![rc.swizzle(q * threads)]] + b;
             }
         }
     }
@@ -307,7 +295,6 @@ fn conv_kernel<F: Float>(
 /// The fused FFT convolution: `x` `[batch, channels, L]`, `weight` `[channels, K]`, `bias`
 /// `[channels]`, twiddles `[log2 n, n/2, 2, 2]` → `[batch, channels, out_len]`. The caller checks
 /// [`conv_supported`] and the shapes (`L, K, out_len ≤ n`).
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn fft_conv<R: CubeRuntime, F: FloatElement>(
     x: CubeTensor<R>,
     weight: CubeTensor<R>,

@@ -10,7 +10,7 @@ use super::InputOrder;
 use crate::ops::cubecl::{empty, grid};
 use crate::ops::onchip::{
     deposit_thread, exchange, group_stages, move_group, reverse_bits, reversed, swizzled, Order, Quad, RadixConfig,
-    Split, SplitInput,
+    SharedSplit, Split, SplitArray, SplitInput,
 };
 
 /// One cube transforms `2^(log_rows + log_stack)` consecutive rows, in `2^log_stack` slabs of
@@ -34,8 +34,7 @@ pub(crate) fn butterfly_radix_kernel<F: Float>(
     let threads = comptime![cfg.threads()];
     let elems = comptime![1usize << cfg.log_elems];
     let cube_len = comptime![1usize << cfg.log_cube()];
-    let mut s_re = SharedMemory::<F>::new(cube_len);
-    let mut s_im = SharedMemory::<F>::new(cube_len);
+    let mut shared = SharedSplit::<F> { re: SharedMemory::<F>::new(cube_len), im: SharedMemory::<F>::new(cube_len) };
     let batch = batch as usize;
     let im_offset = x.im_offset as usize;
     // A chunked pass: cube `c` takes chunk `c mod chunks` of its rows, so the cubes that share
@@ -53,8 +52,10 @@ pub(crate) fn butterfly_radix_kernel<F: Float>(
     let h_dst = h * n;
     let tw_base = h * comptime![cfg.stages * n];
     let last = comptime![cfg.groups() - 1];
-    let mut vr = Array::<F>::new(comptime![elems * stack]);
-    let mut vi = Array::<F>::new(comptime![elems * stack]);
+    let mut regs = SplitArray::<F> {
+        re: Array::<F>::new(comptime![elems * stack]),
+        im: Array::<F>::new(comptime![elems * stack]),
+    };
 
     if comptime![cfg.direct_load()] {
         // Straight from global memory: element e of an instance sits at column
@@ -83,8 +84,8 @@ pub(crate) fn butterfly_radix_kernel<F: Float>(
                         re = x.re[src + comptime![reversed(e, log_n) << log_chunks]];
                         im = x.im[im_offset + src + comptime![reversed(e, log_n) << log_chunks]];
                     }
-                    vr[s * elems + q * r + e] = re;
-                    vi[s * elems + q * r + e] = im;
+                    regs.re[s * elems + q * r + e] = re;
+                    regs.im[s * elems + q * r + e] = im;
                 }
             }
         }
@@ -118,11 +119,11 @@ pub(crate) fn butterfly_radix_kernel<F: Float>(
                     let c = comptime![q * threads];
                     slot = slot_t ^ comptime![cfg.swizzle((c >> log_n << log_n) | reversed(c & (n - 1), log_n))];
                 }
-                s_re[slot] = re;
-                s_im[slot] = im;
+                shared.re[slot] = re;
+                shared.im[slot] = im;
             }
             sync_cube();
-            move_group(&mut s_re, &mut s_im, &mut vr, &mut vi, slot0, s, cfg, comptime![0usize], true);
+            move_group(&mut shared, &mut regs, slot0, s, cfg, comptime![0usize], true);
             if comptime![s + 1 < stack] {
                 // The next slab's load overwrites slots other threads may still read.
                 sync_cube();
@@ -135,7 +136,7 @@ pub(crate) fn butterfly_radix_kernel<F: Float>(
         let b0 = comptime![cfg.group(gi).0];
         let r = comptime![1usize << cfg.group(gi).1];
         let instances = comptime![cfg.instances(gi)];
-        group_stages(&mut vr, &mut vi, twiddles, t, tw_base, cfg, gi);
+        group_stages(&mut regs, twiddles, t, tw_base, cfg, gi);
         let base_g = deposit_thread(t, cfg, gi);
         let slot_g = swizzled(base_g, cfg);
         if comptime![gi == last && cfg.direct_store()] {
@@ -151,8 +152,8 @@ pub(crate) fn butterfly_radix_kernel<F: Float>(
                         let dst = dst_t + comptime![((base_q >> log_n) + s * rows) * row_len + (base_q & (n - 1))];
                         #[unroll]
                         for e in 0..r {
-                            output[dst + comptime![e << b0]] = vr[s * elems + q * r + e];
-                            output[plane + dst + comptime![e << b0]] = vi[s * elems + q * r + e];
+                            output[dst + comptime![e << b0]] = regs.re[s * elems + q * r + e];
+                            output[plane + dst + comptime![e << b0]] = regs.im[s * elems + q * r + e];
                         }
                     }
                 }
@@ -162,7 +163,7 @@ pub(crate) fn butterfly_radix_kernel<F: Float>(
             let slot_t = swizzled(t, cfg);
             #[unroll]
             for s in 0..stack {
-                move_group(&mut s_re, &mut s_im, &mut vr, &mut vi, slot_g, s, cfg, gi, false);
+                move_group(&mut shared, &mut regs, slot_g, s, cfg, gi, false);
                 sync_cube();
                 // One row a slab where chunked: `dst < plane` is `row < batch` either way.
                 let dst_t = (first_row + s * rows) * row_len + h_dst + t;
@@ -171,8 +172,8 @@ pub(crate) fn butterfly_radix_kernel<F: Float>(
                     let dst = dst_t + comptime![q * threads];
                     if dst < plane {
                         let slot = slot_t ^ comptime![cfg.swizzle(q * threads)];
-                        output[dst] = s_re[slot];
-                        output[plane + dst] = s_im[slot];
+                        output[dst] = shared.re[slot];
+                        output[plane + dst] = shared.im[slot];
                     }
                 }
                 if comptime![s + 1 < stack] {
@@ -180,7 +181,7 @@ pub(crate) fn butterfly_radix_kernel<F: Float>(
                 }
             }
         } else {
-            exchange(&mut s_re, &mut s_im, &mut vr, &mut vi, slot_g, t, cfg, gi);
+            exchange(&mut shared, &mut regs, slot_g, t, cfg, gi);
         }
     }
 }

@@ -16,6 +16,7 @@ use super::{
 };
 use crate::ops::cubecl::grid;
 use crate::ops::onchip::reverse_bits;
+use crate::ops::onchip::SharedSplit;
 use crate::ops::spectral::Magnitude;
 
 /// The per-frame gradient buffer of one launch stays under this many bytes: signals are taken in
@@ -41,8 +42,10 @@ pub(crate) fn stft_backward_kernel<F: Float>(
     let bins = comptime![w / 2 + 1];
     let rows = comptime![cfg.rows];
     let threads = comptime![cfg.threads];
-    let mut s_re = SharedMemory::<F>::new(comptime![cfg.rows * w]);
-    let mut s_im = SharedMemory::<F>::new(comptime![cfg.rows * w]);
+    let mut shared = SharedSplit::<F> {
+        re: SharedMemory::<F>::new(comptime![cfg.rows * w]),
+        im: SharedMemory::<F>::new(comptime![cfg.rows * w]),
+    };
     let total = framing.total as usize;
     let offset = framing.offset as usize;
     let first = CUBE_POS * rows;
@@ -50,9 +53,9 @@ pub(crate) fn stft_backward_kernel<F: Float>(
         terminate!();
     }
     let eps: F = eps.get::<F>();
-    load_frames::<F>(x, x, &tables.window, &mut s_re, &mut s_im, 0, first, framing, cfg, false);
+    load_frames::<F>(x, x, &tables.window, &mut shared, 0, first, framing, cfg, false);
     sync_cube();
-    fft_stages::<F>(&mut s_re, &mut s_im, tables, cfg, false);
+    fft_stages::<F>(&mut shared, tables, cfg, false);
 
     let t = UNIT_POS_X as usize;
     #[unroll]
@@ -64,17 +67,17 @@ pub(crate) fn stft_backward_kernel<F: Float>(
         let mut cr = F::new(0.0);
         let mut ci = F::new(0.0);
         if k <= half && first + r < total {
-            let (re, im) = (s_re[slot], s_im[slot]);
+            let (re, im) = (shared.re[slot], shared.im[slot]);
             let g = grad_m[(offset + first + r) * bins + k];
             let f = g * magnitude_slope::<F>(re * re + im * im, eps, comptime![cfg.magnitude]);
             cr = f * re;
             ci = f * im;
         }
-        s_re[slot] = cr;
-        s_im[slot] = ci;
+        shared.re[slot] = cr;
+        shared.im[slot] = ci;
     }
     sync_cube();
-    fft_stages::<F>(&mut s_re, &mut s_im, tables, cfg, true);
+    fft_stages::<F>(&mut shared, tables, cfg, true);
 
     #[unroll]
     for q in 0..comptime![cfg.rows * w / cfg.threads] {
@@ -82,7 +85,7 @@ pub(crate) fn stft_backward_kernel<F: Float>(
         let r = e / w;
         let n = e % w;
         if first + r < total {
-            grad_frames[(first + r) * w + n] = tables.window[n] * s_re[at(r * w + reverse_bits(n, log_w), cfg)];
+            grad_frames[(first + r) * w + n] = tables.window[n] * shared.re[at(r * w + reverse_bits(n, log_w), cfg)];
         }
     }
 }
@@ -92,7 +95,6 @@ pub(crate) fn stft_backward_kernel<F: Float>(
 /// launch's signals (those of its frames), no atomics. The divisions by the signal length and the
 /// hop are [`FastDiv`]s: as `/` by a runtime value they were most of the kernel's instructions.
 #[cube(launch)]
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn overlap_add_kernel<F: Float>(
     grad_frames: &Array<F>,
     scale: &Array<F>,

@@ -7,6 +7,7 @@ use super::Tables;
 use super::{at, fft_stages, frame_config, load_frames, magnitude_of, FrameConfig, FrameRange, FrameTables, Framing};
 use crate::ops::cubecl::empty;
 use crate::ops::cubecl::grid;
+use crate::ops::onchip::SharedSplit;
 use crate::ops::spectral::Magnitude;
 
 /// One cube per `cfg.rows` frames: load them (windowed, bit-reversed), transform on-chip, write
@@ -24,17 +25,19 @@ pub(crate) fn stft_magnitude_kernel<F: Float>(
     let bins = comptime![w / 2 + 1];
     let rows = comptime![cfg.rows];
     let threads = comptime![cfg.threads];
-    let mut s_re = SharedMemory::<F>::new(comptime![cfg.rows * w]);
-    let mut s_im = SharedMemory::<F>::new(comptime![cfg.rows * w]);
+    let mut shared = SharedSplit::<F> {
+        re: SharedMemory::<F>::new(comptime![cfg.rows * w]),
+        im: SharedMemory::<F>::new(comptime![cfg.rows * w]),
+    };
     let total = framing.total as usize;
     let first = CUBE_POS * rows;
     if first >= total {
         terminate!();
     }
     let eps: F = eps.get::<F>();
-    load_frames::<F>(x, x, &tables.window, &mut s_re, &mut s_im, 0, first, framing, cfg, false);
+    load_frames::<F>(x, x, &tables.window, &mut shared, 0, first, framing, cfg, false);
     sync_cube();
-    fft_stages::<F>(&mut s_re, &mut s_im, tables, cfg, false);
+    fft_stages::<F>(&mut shared, tables, cfg, false);
 
     let t = UNIT_POS_X as usize;
     #[unroll]
@@ -44,7 +47,7 @@ pub(crate) fn stft_magnitude_kernel<F: Float>(
         let k = e % bins;
         if e < comptime![cfg.rows * bins] && first + r < total {
             let slot = at(r * w + k, cfg);
-            let (re, im) = (s_re[slot], s_im[slot]);
+            let (re, im) = (shared.re[slot], shared.im[slot]);
             output[(first + r) * bins + k] = magnitude_of::<F>(re * re + im * im, eps, comptime![cfg.magnitude]);
         }
     }

@@ -25,7 +25,7 @@ use super::backward::{overlap_add, signal_chunk};
 use super::{at, fft_stages, frame_config, load_frames, magnitude_of, magnitude_slope, Tables};
 use super::{FrameConfig, FrameRange, FrameTables, Framing, LossConfig};
 use crate::ops::cubecl::{empties, empty, floor_pow2, grid};
-use crate::ops::onchip::reverse_bits;
+use crate::ops::onchip::{reverse_bits, SharedSplit};
 use crate::ops::spectral::{Distance, LossParams, Magnitude};
 use cubecl::client::ComputeClient;
 
@@ -92,32 +92,25 @@ pub(crate) struct LossScalars {
 fn pair_spectra<F: Float>(
     signals: &Pair<F>,
     tables: &FrameTables<F>,
-    s_re: &mut SharedMemory<F>,
-    s_im: &mut SharedMemory<F>,
+    shared: &mut SharedSplit<F>,
     first: usize,
     framing: &Framing,
     #[comptime] frame: FrameConfig,
 ) {
-    load_frames::<F>(&signals.pred, &signals.target, &tables.window, s_re, s_im, 0, first, framing, frame, true);
+    load_frames::<F>(&signals.pred, &signals.target, &tables.window, shared, 0, first, framing, frame, true);
     sync_cube();
-    fft_stages::<F>(s_re, s_im, tables, frame, false);
+    fft_stages::<F>(shared, tables, frame, false);
 }
 
 /// Bin `k` (≤ W/2) of both real frames of slot `r` from their packed spectrum `Z = P + iQ`
 /// (natural order): `P_k = (Z_k + conj Z_{W−k}) / 2`, `Q_k = (Z_k − conj Z_{W−k}) / 2i`.
 /// Returns `(P_k.re, P_k.im, Q_k.re, Q_k.im)`.
 #[cube]
-fn split_spectra<F: Float>(
-    s_re: &SharedMemory<F>,
-    s_im: &SharedMemory<F>,
-    r: usize,
-    k: usize,
-    #[comptime] cfg: FrameConfig,
-) -> (F, F, F, F) {
+fn split_spectra<F: Float>(shared: &SharedSplit<F>, r: usize, k: usize, #[comptime] cfg: FrameConfig) -> (F, F, F, F) {
     let w = comptime![1usize << cfg.log_w];
     let a = at(r * w + k, cfg);
     let b = at(r * w + ((w - k) & (w - 1)), cfg);
-    let (zr, zi, cr, ci) = (s_re[a], s_im[a], s_re[b], s_im[b]);
+    let (zr, zi, cr, ci) = (shared.re[a], shared.im[a], shared.re[b], shared.im[b]);
     let half = F::new(0.5);
     (half * (zr + cr), half * (zi - ci), half * (zi + ci), half * (cr - zr))
 }
@@ -128,10 +121,8 @@ fn split_spectra<F: Float>(
 /// that the real inverse is the real part of the one-sided sum) go as `Hp + i·Ht` into bins k and
 /// W − k, which only this unit reads and writes. One gradient alone goes in the real part.
 #[cube]
-#[allow(clippy::too_many_arguments)]
 fn pack_coefficients<F: Float>(
-    s_re: &mut SharedMemory<F>,
-    s_im: &mut SharedMemory<F>,
+    shared: &mut SharedSplit<F>,
     r: usize,
     k: usize,
     spectra: (F, F, F, F),
@@ -158,12 +149,12 @@ fn pack_coefficients<F: Float>(
     }
     // Z_k = A + iB, Z_{W−k} = conj A + i conj B (at DC and Nyquist both are real).
     let a = at(r * w + k, cfg.frame);
-    s_re[a] = ar - bi;
-    s_im[a] = ai + br;
+    shared.re[a] = ar - bi;
+    shared.im[a] = ai + br;
     if k != 0 && k != half {
         let b = at(r * w + w - k, cfg.frame);
-        s_re[b] = ar + bi;
-        s_im[b] = br - ai;
+        shared.re[b] = ar + bi;
+        shared.im[b] = br - ai;
     }
 }
 
@@ -172,8 +163,7 @@ fn pack_coefficients<F: Float>(
 /// are asked for).
 #[cube]
 fn write_frame_grads<F: Float>(
-    s_re: &SharedMemory<F>,
-    s_im: &SharedMemory<F>,
+    shared: &SharedSplit<F>,
     tables: &FrameTables<F>,
     grad_frames: &mut Pair<F>,
     first: usize,
@@ -192,9 +182,9 @@ fn write_frame_grads<F: Float>(
         if first + r < total {
             let src = at(r * w + reverse_bits(n, log_w), cfg.frame);
             let wn = tables.window[n];
-            grad_frames.pred[(first + r) * w + n] = wn * s_re[src];
+            grad_frames.pred[(first + r) * w + n] = wn * shared.re[src];
             if comptime![cfg.grads.0 && cfg.grads.1] {
-                grad_frames.target[(first + r) * w + n] = wn * s_im[src];
+                grad_frames.target[(first + r) * w + n] = wn * shared.im[src];
             }
         }
     }
@@ -209,7 +199,6 @@ fn write_frame_grads<F: Float>(
 /// (One group per cube rather than a loop over groups `CUBE_COUNT` apart: the loop kept its
 /// per-thread addresses live across iterations, 122 registers against 64, half the occupancy.)
 #[cube(launch)]
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn loss_forward_kernel<F: Float>(
     signals: &Pair<F>,
     tables: &FrameTables<F>,
@@ -226,8 +215,10 @@ pub(crate) fn loss_forward_kernel<F: Float>(
     let w = comptime![1usize << cfg.frame.log_w];
     let bins = comptime![w / 2 + 1];
     let grads = comptime![cfg.grads.0 || cfg.grads.1];
-    let mut s_re = SharedMemory::<F>::new(comptime![cfg.frame.rows * w]);
-    let mut s_im = SharedMemory::<F>::new(comptime![cfg.frame.rows * w]);
+    let mut shared = SharedSplit::<F> {
+        re: SharedMemory::<F>::new(comptime![cfg.frame.rows * w]),
+        im: SharedMemory::<F>::new(comptime![cfg.frame.rows * w]),
+    };
     let mut red = SharedMemory::<F>::new(comptime![3 * cfg.frame.threads]);
     let eps: F = scalars.eps.get::<F>();
     // ∂L/∂s0 for a loss gradient of 1.
@@ -241,14 +232,14 @@ pub(crate) fn loss_forward_kernel<F: Float>(
     let mut a0 = F::new(0.0);
     let mut a1 = F::new(0.0);
     let mut a2 = F::new(0.0);
-    pair_spectra::<F>(signals, tables, &mut s_re, &mut s_im, first, framing, frame);
+    pair_spectra::<F>(signals, tables, &mut shared, first, framing, frame);
     #[unroll]
     for q in 0..comptime![(cfg.frame.rows * bins).div_ceil(cfg.frame.threads)] {
         let e = t + q * threads;
         let r = e / bins;
         let k = e % bins;
         if e < comptime![cfg.frame.rows * bins] {
-            let spectra = split_spectra::<F>(&s_re, &s_im, r, k, frame);
+            let spectra = split_spectra::<F>(&shared, r, k, frame);
             let mut cp = F::new(0.0);
             let mut ct = F::new(0.0);
             if first + r < total {
@@ -267,7 +258,7 @@ pub(crate) fn loss_forward_kernel<F: Float>(
                 }
             }
             if comptime![grads] {
-                pack_coefficients::<F>(&mut s_re, &mut s_im, r, k, spectra, cp, ct, cfg);
+                pack_coefficients::<F>(&mut shared, r, k, spectra, cp, ct, cfg);
             }
         }
     }
@@ -284,8 +275,8 @@ pub(crate) fn loss_forward_kernel<F: Float>(
     }
     if comptime![grads] {
         sync_cube();
-        fft_stages::<F>(&mut s_re, &mut s_im, tables, frame, true);
-        write_frame_grads::<F>(&s_re, &s_im, tables, grad_frames, first, total, cfg);
+        fft_stages::<F>(&mut shared, tables, frame, true);
+        write_frame_grads::<F>(&shared, tables, grad_frames, first, total, cfg);
     }
 }
 
@@ -380,8 +371,10 @@ pub(crate) fn loss_backward_kernel<F: Float>(
     let threads = comptime![cfg.frame.threads];
     let w = comptime![1usize << cfg.frame.log_w];
     let half = comptime![w / 2];
-    let mut s_re = SharedMemory::<F>::new(comptime![cfg.frame.rows * w]);
-    let mut s_im = SharedMemory::<F>::new(comptime![cfg.frame.rows * w]);
+    let mut shared = SharedSplit::<F> {
+        re: SharedMemory::<F>::new(comptime![cfg.frame.rows * w]),
+        im: SharedMemory::<F>::new(comptime![cfg.frame.rows * w]),
+    };
     let total = framing.total as usize;
     let first = CUBE_POS * rows;
     if first >= total {
@@ -400,7 +393,7 @@ pub(crate) fn loss_backward_kernel<F: Float>(
         g1 = gs / (F::new(2.0) * num * den);
         g2 = F::new(0.0) - gs * num / (F::new(2.0) * den * den * den);
     }
-    pair_spectra::<F>(signals, tables, &mut s_re, &mut s_im, first, framing, frame);
+    pair_spectra::<F>(signals, tables, &mut shared, first, framing, frame);
 
     let t = UNIT_POS_X as usize;
     #[unroll]
@@ -409,7 +402,7 @@ pub(crate) fn loss_backward_kernel<F: Float>(
         let r = e / comptime![half + 1];
         let k = e % comptime![half + 1];
         if e < comptime![cfg.frame.rows * (half + 1)] {
-            let spectra = split_spectra::<F>(&s_re, &s_im, r, k, frame);
+            let spectra = split_spectra::<F>(&shared, r, k, frame);
             let mut cp = F::new(0.0);
             let mut ct = F::new(0.0);
             if first + r < total {
@@ -421,12 +414,12 @@ pub(crate) fn loss_backward_kernel<F: Float>(
                 cp = gp * magnitude_slope::<F>(pp, eps, comptime![cfg.frame.magnitude]);
                 ct = gt * magnitude_slope::<F>(qq, eps, comptime![cfg.frame.magnitude]);
             }
-            pack_coefficients::<F>(&mut s_re, &mut s_im, r, k, spectra, cp, ct, cfg);
+            pack_coefficients::<F>(&mut shared, r, k, spectra, cp, ct, cfg);
         }
     }
     sync_cube();
-    fft_stages::<F>(&mut s_re, &mut s_im, tables, frame, true);
-    write_frame_grads::<F>(&s_re, &s_im, tables, grad_frames, first, total, cfg);
+    fft_stages::<F>(&mut shared, tables, frame, true);
+    write_frame_grads::<F>(&shared, tables, grad_frames, first, total, cfg);
 }
 
 impl LossParams {

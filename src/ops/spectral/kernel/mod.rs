@@ -38,7 +38,9 @@ use burn_cubecl::{kernel::into_contiguous, tensor::CubeTensor, CubeRuntime, Floa
 use cubecl::prelude::*;
 
 use crate::ops::cubecl::floor_pow2;
-use crate::ops::onchip::{deposit_thread, reverse_bits, swizzled, Order, RadixConfig, MAX_LOG_ELEMS};
+use crate::ops::onchip::{
+    deposit_thread, reverse_bits, swizzled, Order, RadixConfig, SharedSplit, SplitArray, MAX_LOG_ELEMS,
+};
 use crate::ops::spectral::{Distance, Magnitude, MAX_FUSED_WIN};
 use crate::ops::tuning::{self, DeviceLimits};
 
@@ -257,13 +259,11 @@ pub(crate) fn at(index: usize, #[comptime] cfg: FrameConfig) -> usize {
 /// pair of real frames, one FFT for both), else zero (`y` unread). Slot `slot0 + r` holds frame
 /// `first + r` of the launch's frames (see [`Framing`]); slots past the last frame are zero.
 #[cube]
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn load_frames<F: Float>(
     x: &Array<F>,
     y: &Array<F>,
     window: &Array<F>,
-    s_re: &mut SharedMemory<F>,
-    s_im: &mut SharedMemory<F>,
+    shared: &mut SharedSplit<F>,
     slot0: usize,
     first: usize,
     framing: &Framing,
@@ -309,8 +309,8 @@ pub(crate) fn load_frames<F: Float>(
             }
         }
         let slot = at(slot0 * w + (e - n) + reverse_bits(n, log_w), cfg);
-        s_re[slot] = re;
-        s_im[slot] = im;
+        shared.re[slot] = re;
+        shared.im[slot] = im;
     }
 }
 
@@ -351,8 +351,7 @@ pub(crate) fn magnitude_slope<F: Float>(p: F, eps: F, #[comptime] magnitude: Mag
 /// stage. Ends with the cube synchronised.
 #[cube]
 pub(crate) fn fft_stages<F: Float>(
-    s_re: &mut SharedMemory<F>,
-    s_im: &mut SharedMemory<F>,
+    shared: &mut SharedSplit<F>,
     tables: &FrameTables<F>,
     #[comptime] cfg: FrameConfig,
     #[comptime] inverse: bool,
@@ -363,8 +362,7 @@ pub(crate) fn fft_stages<F: Float>(
     let elems = comptime![1usize << cfg.log_elems];
     let groups = comptime![cfg.fft().groups()];
     let t = UNIT_POS_X as usize;
-    let mut vr = Array::<F>::new(elems);
-    let mut vi = Array::<F>::new(elems);
+    let mut regs = SplitArray::<F> { re: Array::<F>::new(elems), im: Array::<F>::new(elems) };
     #[unroll]
     for step in 0..groups {
         let gi = comptime![if inverse { groups - 1 - step } else { step }];
@@ -381,8 +379,8 @@ pub(crate) fn fft_stages<F: Float>(
             #[unroll]
             for e in 0..r {
                 let slot = slot_t ^ comptime![fft.swizzle(fft.deposit(gi, q * threads) | (e << b0))];
-                vr[q * r + e] = s_re[slot];
-                vi[q * r + e] = s_im[slot];
+                regs.re[q * r + e] = shared.re[slot];
+                regs.im[q * r + e] = shared.im[slot];
             }
             // Stage b0 + s's twiddle for the pair whose first element is e0 is
             // `e^{−2πi j / 2^(b0+s+1)}`, `j = low + (e0 mod 2^s)·2^b0`, with `low` the instance's
@@ -427,21 +425,21 @@ pub(crate) fn fft_stages<F: Float>(
                         wr = tr * cr - ti * ci;
                         wi = tr * ci + ti * cr;
                     }
-                    let (ar, ai, br, bi) = (vr[a], vi[a], vr[b], vi[b]);
+                    let (ar, ai, br, bi) = (regs.re[a], regs.im[a], regs.re[b], regs.im[b]);
                     if comptime![inverse] {
                         // (a + b, conj(w)·(a − b)).
                         let (dr, di) = (ar - br, ai - bi);
-                        vr[a] = ar + br;
-                        vi[a] = ai + bi;
+                        regs.re[a] = ar + br;
+                        regs.im[a] = ai + bi;
                         if comptime![plain && minus_i] {
-                            vr[b] = F::new(0.0) - di;
-                            vi[b] = dr;
+                            regs.re[b] = F::new(0.0) - di;
+                            regs.im[b] = dr;
                         } else if comptime![plain] {
-                            vr[b] = dr;
-                            vi[b] = di;
+                            regs.re[b] = dr;
+                            regs.im[b] = di;
                         } else {
-                            vr[b] = wr * dr + wi * di;
-                            vi[b] = wr * di - wi * dr;
+                            regs.re[b] = wr * dr + wi * di;
+                            regs.im[b] = wr * di - wi * dr;
                         }
                     } else {
                         // (a + w·b, a − w·b).
@@ -454,18 +452,18 @@ pub(crate) fn fft_stages<F: Float>(
                             xr = wr * br - wi * bi;
                             xi = wr * bi + wi * br;
                         }
-                        vr[a] = ar + xr;
-                        vi[a] = ai + xi;
-                        vr[b] = ar - xr;
-                        vi[b] = ai - xi;
+                        regs.re[a] = ar + xr;
+                        regs.im[a] = ai + xi;
+                        regs.re[b] = ar - xr;
+                        regs.im[b] = ai - xi;
                     }
                 }
             }
             #[unroll]
             for e in 0..r {
                 let slot = slot_t ^ comptime![fft.swizzle(fft.deposit(gi, q * threads) | (e << b0))];
-                s_re[slot] = vr[q * r + e];
-                s_im[slot] = vi[q * r + e];
+                shared.re[slot] = regs.re[q * r + e];
+                shared.im[slot] = regs.im[q * r + e];
             }
         }
         sync_cube();
