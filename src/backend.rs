@@ -178,6 +178,16 @@ impl fmt::Display for AdapterSummary {
     }
 }
 
+/// The environment variable with which a test fails, instead of skipping, where wgpu finds no
+/// adapter (CI sets it to `1`).
+pub const REQUIRE_WGPU_ENV: &str = "LEARNED_FFT_REQUIRE_WGPU";
+
+/// Whether a missing wgpu adapter must fail a test instead of skipping it
+/// ([`REQUIRE_WGPU_ENV`] is `1`).
+pub fn wgpu_required() -> bool {
+    std::env::var(REQUIRE_WGPU_ENV).is_ok_and(|v| v == "1")
+}
+
 /// Looks for the adapter that wgpu's default device would pick (high-performance preference).
 /// Returns `None` when wgpu finds none, or when this build lacks the `wgpu` feature; never
 /// panics.

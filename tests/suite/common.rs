@@ -115,8 +115,7 @@ pub fn wgpu_device() -> Option<burn::backend::wgpu::WgpuDevice> {
     match learned_fft::backend::wgpu_adapter() {
         Some(_) => Some(Default::default()),
         None => {
-            let required = std::env::var("LEARNED_FFT_REQUIRE_WGPU").is_ok_and(|v| v == "1");
-            assert!(!required, "LEARNED_FFT_REQUIRE_WGPU=1 but wgpu found no adapter");
+            assert!(!learned_fft::backend::wgpu_required(), "LEARNED_FFT_REQUIRE_WGPU=1 but wgpu found no adapter");
             eprintln!("skipped: no wgpu adapter (set LEARNED_FFT_REQUIRE_WGPU=1 to fail instead)");
             None
         }

@@ -454,10 +454,7 @@ mod tests {
         /// f32 kernel against the f64 product, relative RMS: log2 N rounds of f32 products.
         const F32_REL: f64 = 1e-5;
         if crate::backend::wgpu_adapter().is_none() {
-            assert!(
-                std::env::var("LEARNED_FFT_REQUIRE_WGPU").map_or(true, |v| v != "1"),
-                "LEARNED_FFT_REQUIRE_WGPU=1 but wgpu found no adapter"
-            );
+            assert!(!crate::backend::wgpu_required(), "LEARNED_FFT_REQUIRE_WGPU=1 but wgpu found no adapter");
             return;
         }
         type R = burn::backend::wgpu::WgpuRuntime;
