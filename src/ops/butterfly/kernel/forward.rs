@@ -382,12 +382,22 @@ pub(super) fn radix_config<R: CubeRuntime, F: FloatElement>(
     order: Order,
 ) -> Option<RadixConfig> {
     let limits = DeviceLimits::of(&R::client(device));
-    let elem = std::mem::size_of::<F>();
-    let mapping = tuning::radix_mapping(&limits, n, tuning::overrides())?;
+    radix_config_on(&limits, n, std::mem::size_of::<F>(), order, tuning::overrides())
+}
+
+/// [`radix_config`] for a device with `limits`, in `elem`-byte floats, under the overrides `o`.
+pub(super) fn radix_config_on(
+    limits: &DeviceLimits,
+    n: usize,
+    elem: usize,
+    order: Order,
+    o: &tuning::Overrides,
+) -> Option<RadixConfig> {
+    let mapping = tuning::radix_mapping(limits, n, o)?;
     let limits = match mapping.log_cube {
         // A smaller cube: its shared memory holds 2^log_cube complex elements (a row at least).
         Some(log_cube) => limits.capped((2 * elem) << log_cube.clamp(n.trailing_zeros() as usize, 20)),
-        None => limits,
+        None => *limits,
     };
     RadixConfig::with_elems(n, elem, &limits, order, (mapping.log_elems, mapping.log_group))
         .map(|cfg| cfg.stacked(mapping.log_stack).reloading(mapping.reload))

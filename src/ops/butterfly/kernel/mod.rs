@@ -432,7 +432,6 @@ mod tests {
     #[test]
     fn no_tuned_configuration_exceeds_what_the_device_reports() {
         use super::conv::ConvConfig;
-        use crate::ops::onchip::RadixConfig;
         let o = Overrides::default();
         let devices = [
             (Compiler::Wgsl, 32 << 10),
@@ -465,23 +464,12 @@ mod tests {
                         }
                         // The register-resident forward, on a whole row or on the first pass's chunks.
                         let local = passes(n, elem, &limits).map(|p| 1usize << p[0].log_local);
-                        let mapping = local.and_then(|local| Some((local, tuning::radix_mapping(&limits, local, &o)?)));
-                        if let Some((local, m)) = mapping {
-                            let capped = match m.log_cube {
-                                Some(c) => limits.capped((2 * elem) << c.clamp(local.trailing_zeros() as usize, 20)),
-                                None => limits,
-                            };
-                            if let Some(cfg) = RadixConfig::with_elems(
-                                local,
-                                elem,
-                                &capped,
-                                Order::BitReversed,
-                                (m.log_elems, m.log_group),
-                            ) {
-                                let cfg = cfg.stacked(m.log_stack);
-                                fits((2 * elem) << cfg.log_cube(), cfg.threads(), &format!("{cfg:?}"));
-                                checked += 1;
-                            }
+                        let radix = local.and_then(|local| {
+                            super::forward::radix_config_on(&limits, local, elem, Order::BitReversed, &o)
+                        });
+                        if let Some(cfg) = radix {
+                            fits((2 * elem) << cfg.log_cube(), cfg.threads(), &format!("{cfg:?}"));
+                            checked += 1;
                         }
                         if let Some(cfg) = ConvConfig::new(n, elem, &limits, Order::Natural, true) {
                             fits(2 * n * elem, cfg.radix.threads(), &format!("{cfg:?}"));
