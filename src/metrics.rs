@@ -17,6 +17,7 @@ use crate::error::{Error, Result};
 use crate::nn::{exact_fft, exact_product, LinearTransform};
 use crate::ops::ButterflyOps;
 use crate::reference::{ComplexMatrix, DataTarget, Target};
+use num_complex::Complex64;
 
 /// rmse of a layer (a [`crate::nn::Butterfly`] or a [`crate::nn::ButterflyProduct`]) against a
 /// target matrix (see the module docs).
@@ -29,6 +30,44 @@ pub fn rmse(layer: &impl LinearTransform, target: &ComplexMatrix) -> Result<f64>
         return Err(Error::invalid("rmse", format!("a target of size {}", layer.size()), target.n()));
     }
     layer.dense_on_backend()?.rmse(target)
+}
+
+/// A layer seen through the real-output map ([`crate::train::TrainConfig::real_output`]): the
+/// real matrix Re(M) of the layer's M as it computes it, so [`rmse_to`] and [`rmse`] measure
+/// Re(M) against a real target. A complex input `a + i b` maps to `Re(M) a + i Re(M) b`.
+#[derive(Clone, Copy, Debug)]
+pub struct RealPart<'a, L>(pub &'a L);
+
+fn real_parts(v: Vec<Complex64>) -> Vec<Complex64> {
+    v.into_iter().map(|z| Complex64::new(z.re, 0.0)).collect()
+}
+
+impl<L: LinearTransform> LinearTransform for RealPart<'_, L> {
+    fn size(&self) -> usize {
+        self.0.size()
+    }
+
+    fn dense_on_backend(&self) -> Result<ComplexMatrix> {
+        let m = self.0.dense_on_backend()?;
+        let n = m.n();
+        let data = real_parts(m.as_slice().to_vec());
+        ComplexMatrix::from_row_major(n, data)
+            .ok_or_else(|| Error::invalid("rmse", format!("{n}×{n} entries"), "another count"))
+    }
+
+    fn basis_images(&self, start: usize, count: usize) -> Result<Vec<Complex64>> {
+        self.0.basis_images(start, count).map(real_parts)
+    }
+
+    fn images(&self, x: &[Complex64]) -> Result<Vec<Complex64>> {
+        let part = |f: fn(&Complex64) -> f64| x.iter().map(|z| Complex64::new(f(z), 0.0)).collect::<Vec<_>>();
+        let a = self.0.images(&part(|z| z.re))?;
+        if x.iter().all(|z| z.im == 0.0) {
+            return Ok(real_parts(a));
+        }
+        let b = self.0.images(&part(|z| z.im))?;
+        Ok(a.iter().zip(&b).map(|(a, b)| Complex64::new(a.re, b.re)).collect())
+    }
 }
 
 /// Basis vectors per block in [`rmse_to`]: 2^22 complex entries a block (64 MiB of f64 images on

@@ -60,6 +60,24 @@ impl ModelClass {
         (learned, self.learned.len() - learned)
     }
 
+    /// The generic class `choice` at size `n` with nothing given: every stage learned, every
+    /// permutation the identity until one is found or learned (their sources say
+    /// [`PermutationSource::Identity`]), complex butterflies.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] when `n` is not a power of two ≥ 2.
+    pub fn generic(choice: ModelChoice, n: usize) -> Result<Self> {
+        let log_n = check_power_of_two("model", n)?;
+        let k = choice.factors();
+        Ok(ModelClass {
+            permutations: vec![Permutation::Identity; k],
+            sources: vec![PermutationSource::Identity; k],
+            learned: vec![true; k * log_n],
+            fixed: None,
+            real: false,
+        })
+    }
+
     /// 1 for every twiddle entry of a learned stage, 0 elsewhere, as the stacked twiddles.
     pub fn stage_mask(&self, n: usize) -> Vec<f64> {
         let per_stage = 2 * n;

@@ -269,6 +269,18 @@ train_config! {
         /// by default.
         #[config(default = false)]
         pub real: bool,
+        /// The real-output map: the model is the real part of the class's (complex) product,
+        /// fitted to a real target on real inputs (a real matrix, a real operator, real pairs).
+        ///
+        /// The generic class for the real-to-real transforms: Hartley's, the DCT-II's and the
+        /// DST-II's matrices are each Re(B P) for a complex butterfly B and a permutation P (the
+        /// DFT's bit reversal, after Makhoul's even/odd reordering for the DCT and DST), so
+        /// `--model bp --real-output` learns every stage of every factor, and the permutation is
+        /// learned from the objective ([`crate::train::permutation`]): no stage of a known
+        /// factorization is given. Unset `model` means `bp` then. A target with complex images
+        /// is refused.
+        #[config(default = false)]
+        pub real_output: bool,
         /// rmse at which Adam hands over to the polish phase.
         #[config(default = 1e-4)]
         pub switch_rmse: f64,
@@ -413,6 +425,13 @@ impl TrainConfig {
                 return Err(Error::invalid(
                     "train",
                     "no growing for a target matrix (it has no member of half the size)",
+                    format!("grow_above = {}", self.grow_threshold()),
+                ));
+            }
+            _ if self.real_output && self.grow_above.is_some_and(|g| g < self.n) => {
+                return Err(Error::invalid(
+                    "train",
+                    "no growing with the real-output map (its permutation is learned at each size)",
                     format!("grow_above = {}", self.grow_threshold()),
                 ));
             }

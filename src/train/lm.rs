@@ -121,9 +121,11 @@ impl<'a, B: FftBackend> Polish<'a, B> {
     }
 
     /// J v: the change of the layer's output on the identity basis along direction `v` (one
-    /// fused tangent launch per factor and pass where the backend has the kernel).
+    /// fused tangent launch per factor and pass where the backend has the kernel), its real part
+    /// only with the real-output map ([`Objective::project`]).
     pub fn jvp(&self, v: &Twiddles<Inner<B>>) -> Complex2<Inner<B>> {
-        product_tangent(self.objective.input(), (&self.theta.re, &self.theta.im), (&v.re, &v.im), self.perms).1
+        let dy = product_tangent(self.objective.input(), (&self.theta.re, &self.theta.im), (&v.re, &v.im), self.perms);
+        self.objective.project(dy.1)
     }
 
     /// Jᵀ u, masked: the gradient of ⟨M(θ) on the identity basis, u⟩ with respect to θ.

@@ -18,6 +18,12 @@
 //! residual, and the loss, are accurate to a few ulps of themselves rather than of T x — the
 //! loss the optimiser sees is the metric, even at the floor, with no f64 on the device. Sums run
 //! in two levels (per row, then over rows), so their rounding grows with 2N rather than N².
+//!
+//! With the real-output map ([`Objective::with_real_output`], `train --real-output`) the
+//! objective compares the real part of the layer's output with a real target on real inputs
+//! (the identity basis, real probes, a user's real pairs): loss = Σ |Re(M x) − T x|² over the
+//! same normalisation. The model is then Re(M(θ)), the generic class in which complex
+//! butterflies represent the real transforms (see [`crate::train::TrainConfig::real_output`]).
 
 use burn::tensor::{backend::Backend, ElementConversion, Tensor};
 use num_complex::Complex64;
@@ -46,6 +52,12 @@ pub const DENSE_MAX_N: usize = 4096;
 /// residual to pin the twiddles down; 256 leaves a wide margin at a small cost (a batch of 256
 /// rows is 1/64 of the dense batch at N = 16384).
 pub const PROBES: usize = 256;
+
+/// The largest imaginary part, relative to the largest real part, of a target's images of real
+/// inputs that the real-output map accepts as a real target: a built-in real transform applied in
+/// f64 through a complex fast algorithm leaves imaginary parts of a few ulps (1e-16 relative),
+/// a complex target leaves O(1); the parts under it are dropped.
+pub const REAL_TARGET_TOLERANCE: f64 = 1e-10;
 
 /// The seed of a run's probes, from the run's seed (the probes are fixed for the whole run,
 /// every attempt and a resumed run included).
@@ -77,17 +89,21 @@ impl Probes {
 
     /// `rows` random probes (see the module docs) drawn from `seed`, and their images under
     /// `target` by its own code (a built-in [`Target`]'s fast algorithm, a user's operator).
+    /// With `real`, the probes are real (normal entries of variance 1/N, for the real-output
+    /// map); complex otherwise.
     ///
     /// # Errors
     /// Those of the target's [`Operator::apply`].
-    pub fn random(target: &dyn Operator, n: usize, rows: usize, seed: u64) -> Result<Self> {
+    pub fn random(target: &dyn Operator, n: usize, rows: usize, seed: u64, real: bool) -> Result<Self> {
         let mut rng = ChaCha8Rng::seed_from_u64(seed ^ PROBE_SEED_SALT);
-        let sd = (0.5 / n as f64).sqrt();
+        let sd = (if real { 1.0 } else { 0.5 } / n as f64).sqrt();
         let mut draw = || {
             let g: f64 = StandardNormal.sample(&mut rng);
             (g * sd) as f32 as f64
         };
-        let input: Vec<Complex64> = (0..rows * n).map(|_| Complex64::new(draw(), draw())).collect();
+        let input: Vec<Complex64> = (0..rows * n)
+            .map(|_| if real { Complex64::new(draw(), 0.0) } else { Complex64::new(draw(), draw()) })
+            .collect();
         let mut images = input.clone();
         target.apply(n, &mut images)?;
         Ok(Probes { n, rows, input: Some(input), images, power: 1.0 })
@@ -118,6 +134,33 @@ impl Probes {
     pub fn rows(&self) -> usize {
         self.rows
     }
+
+    /// The batch for the real-output map: the same, with the images' imaginary parts dropped.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] naming the first offending value when an input is not real, or
+    /// an image has an imaginary part above [`REAL_TARGET_TOLERANCE`] of the largest real part
+    /// (the target is not a real map of real vectors).
+    pub fn real(mut self) -> Result<Self> {
+        let op = "train.real_output";
+        if let Some((i, z)) = self.input.iter().flatten().enumerate().find(|(_, z)| z.im != 0.0) {
+            let (r, c) = (i / self.n, i % self.n);
+            return Err(Error::invalid(op, "real inputs", format!("input {r}, entry {c} = {z}")));
+        }
+        let scale = self.images.iter().fold(0.0f64, |m, z| m.max(z.re.abs()));
+        // NaN parts are not real either.
+        let real = |z: &Complex64| z.im.abs() <= REAL_TARGET_TOLERANCE * scale;
+        if let Some((i, z)) = self.images.iter().enumerate().find(|(_, z)| !real(z)) {
+            let (r, c) = (i / self.n, i % self.n);
+            return Err(Error::invalid(
+                op,
+                "a real target (real images of real inputs)",
+                format!("image {r}, entry {c} = {z}: the real-output map fits the real part only"),
+            ));
+        }
+        self.images.iter_mut().for_each(|z| z.im = 0.0);
+        Ok(self)
+    }
 }
 
 /// The objective for one target and size on one device.
@@ -133,6 +176,8 @@ pub struct Objective<B: Backend> {
     hi: Complex2<B>,
     /// What rounding `hi` lost (zero at f64): re, im.
     lo: Complex2<B>,
+    /// Whether the layer's output is compared by its real part only (the real-output map).
+    real_output: bool,
 }
 
 /// Bytes a run at size `n` needs at its peak, with `float` bytes per float, counted as one
@@ -189,7 +234,31 @@ impl<B: Backend> Objective<B> {
             }
             Some(x) => (t(x.iter().map(|z| z.re).collect()), t(x.iter().map(|z| z.im).collect())),
         };
-        Objective { n, rows, power: p.power, input, hi: (t(hi(&re)), t(hi(&im))), lo: (t(lo(&re)), t(lo(&im))) }
+        let (hi, lo) = ((t(hi(&re)), t(hi(&im))), (t(lo(&re)), t(lo(&im))));
+        Objective { n, rows, power: p.power, input, hi, lo, real_output: false }
+    }
+
+    /// The objective with the real-output map on or off (see the module docs). Its batch must be
+    /// real for it to mean the real part's fit ([`Probes::real`]).
+    pub fn with_real_output(self, real_output: bool) -> Self {
+        Objective { real_output, ..self }
+    }
+
+    /// Whether the layer's output is compared by its real part only.
+    pub fn real_output(&self) -> bool {
+        self.real_output
+    }
+
+    /// What the objective compares of a layer's output `y` (or of a change of it): all of it,
+    /// or with the real-output map its real part (the imaginary part zero).
+    pub fn project(&self, y: Complex2<B>) -> Complex2<B> {
+        match self.real_output {
+            true => {
+                let zero = y.1.zeros_like();
+                (y.0, zero)
+            }
+            false => y,
+        }
     }
 
     /// Transform size.
@@ -221,11 +290,12 @@ impl<B: Backend> Objective<B> {
         let part = |t: &Tensor<B, 2>| t.clone().narrow(0, start, rows);
         let pair = |(re, im): &Complex2<B>| (part(re), part(im));
         let (input, hi, lo) = (pair(&self.input), pair(&self.hi), pair(&self.lo));
-        Objective { n: self.n, rows, power: self.power, input, hi, lo }
+        Objective { n: self.n, rows, power: self.power, input, hi, lo, real_output: self.real_output }
     }
 
-    /// `(y − hi) − lo` for the layer's output `y` on the input batch.
+    /// `(y − hi) − lo` for the layer's output `y` on the input batch ([`Objective::project`]ed).
     pub fn residual(&self, y: Complex2<B>) -> Complex2<B> {
+        let y = self.project(y);
         ((y.0 - self.hi.0.clone()) - self.lo.0.clone(), (y.1 - self.hi.1.clone()) - self.lo.1.clone())
     }
 

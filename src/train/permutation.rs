@@ -86,13 +86,15 @@ pub fn learn_permutation<B: FftBackend>(
     let (re, im) = objective.input();
     let scale = scalar(objective.mean_square(&objective.residual((re.zeros_like(), im.zeros_like())))).sqrt();
     let mut tried = Vec::with_capacity(search.seeds);
-    for s in 0..search.seeds as u64 {
+    'seeds: for s in 0..search.seeds as u64 {
         let seed = seed.wrapping_add(s.wrapping_mul(0x9e37_79b9));
-        let perm = relax(objective, search, seed, device)?;
-        let score = fit(objective, &perm, search.score_steps, search.lr, seed, device)?;
-        tried.push((perm, score));
-        if score <= SOLVED * scale {
-            break;
+        for after in [Permutation::Identity, Permutation::BitReversal] {
+            let perm = relax(objective, search, seed, &after, device)?;
+            let score = fit(objective, &perm, search.score_steps, search.lr, seed, device)?;
+            tried.push((perm, score));
+            if score <= SOLVED * scale {
+                break 'seeds;
+            }
         }
     }
     let (permutation, score) = tried
@@ -103,18 +105,20 @@ pub fn learn_permutation<B: FftBackend>(
     Ok(LearnedPermutation { permutation, score, tried })
 }
 
-/// One relaxation from `seed`, hardened.
+/// One relaxation from `seed` with the butterfly behind `after`, hardened: the relaxed family's
+/// permutation, then `after`, as one gather.
 fn relax<B: FftBackend>(
     objective: &Objective<B>,
     search: &PermutationSearch,
     seed: u64,
+    after: &Permutation,
     device: &B::Device,
 ) -> Result<Permutation> {
     let n = objective.n();
     let perm = RelaxedPermutationConfig::new(n).with_seed(seed).init::<B>(device)?;
     let butterfly = ButterflyConfig::new(n)
         .with_init(ButterflyInit::RandomUnitary { seed })
-        .with_permutation(Permutation::Identity)
+        .with_permutation(after.clone())
         .init::<B>(device)?;
     let mut model = Relaxed { perm, butterfly };
     let mut optim_b = AdamConfig::new().with_epsilon(1e-8).init::<B, Relaxed<B>>();
@@ -131,7 +135,8 @@ fn relax<B: FftBackend>(
         model = optim_b.step(search.lr, model, g_bf);
         model = optim_p.step(search.logit_lr, model, g_perm);
     }
-    Ok(model.perm.harden())
+    let (first, then) = (model.perm.harden().indices(n), after.indices(n));
+    Permutation::gather(then.iter().map(|&i| first[i]).collect())
 }
 
 /// The rmse a butterfly of random unitary blocks behind `perm` reaches in `steps` Adam steps.

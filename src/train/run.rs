@@ -32,7 +32,7 @@ use crate::nn::{
 };
 use crate::ops::Permutation;
 use crate::reference::factorizations::factor_count;
-use crate::reference::Target;
+use crate::reference::{ComplexMatrix, Target};
 use crate::tensors::float_tensor;
 
 /// The initial log2 of the Levenberg–Marquardt damping.
@@ -123,7 +123,17 @@ impl<'a, B: FftBackend> Run<'a, B> {
         cfg.validate()?;
         let n = cfg.n;
         let float = std::mem::size_of::<B::FloatElem>();
-        let factors = cfg.model.map_or_else(|| factor_count(&cfg.target), |m| m.factors());
+        let factors = match (cfg.model, cfg.real_output) {
+            (Some(m), _) => m.factors(),
+            (None, true) => ModelChoice::Bp.factors(),
+            (None, false) => factor_count(&cfg.target),
+        };
+        // The class to train, from the target's matrix where one is at hand: the choice's or the
+        // target's own, or with the real-output map the generic class of the choice.
+        let class_for = |dense: Option<&ComplexMatrix>| match cfg.real_output {
+            true => ModelClass::generic(cfg.model.unwrap_or(ModelChoice::Bp), n),
+            false => model_class_for(&cfg.target, n, dense, cfg.model),
+        };
         let rows = match &cfg.target {
             Target::Data(d) => d.rows(),
             _ => objective::rows_for(n, cfg.probes),
@@ -147,11 +157,11 @@ impl<'a, B: FftBackend> Run<'a, B> {
                 // Only where the pairs pin a butterfly down: more residuals (rows · N) than its
                 // 2 N log2 N twiddles (fewer fit any permutation, and learning one means nothing).
                 learn_permutation = fitted.is_none() && d.rows() > 2 * n.trailing_zeros() as usize;
-                (Probes::data(d)?, model_class_for(&cfg.target, n, fitted.as_ref(), cfg.model)?)
+                (Probes::data(d)?, class_for(fitted.as_ref())?)
             }
             _ if cfg.probes.is_none() && rows == n => {
                 let dense = cfg.target.matrix(n)?;
-                (Probes::basis(&dense), model_class_for(&cfg.target, n, Some(&dense), cfg.model)?)
+                (Probes::basis(&dense), class_for(Some(&dense))?)
             }
             _ => {
                 // A user's matrix is at hand at any size, an operator's up to the dense objective's
@@ -162,22 +172,34 @@ impl<'a, B: FftBackend> Run<'a, B> {
                     Target::Operator(_) => n <= objective::DENSE_MAX_N,
                     _ => false,
                 };
-                let dense = at_hand.then(|| cfg.target.matrix(n)).transpose()?;
-                let class = model_class_for(&cfg.target, n, dense.as_ref(), cfg.model)?;
-                (Probes::random(&cfg.target, n, rows, cfg.seed)?, class)
+                let dense = (at_hand && !cfg.real_output).then(|| cfg.target.matrix(n)).transpose()?;
+                let class = class_for(dense.as_ref())?;
+                (Probes::random(&cfg.target, n, rows, cfg.seed, cfg.real_output)?, class)
             }
         };
         let mut class = ModelClass { real: cfg.real, ..class };
-        let objective = Objective::<B>::from_probes(&probes, device);
-        let inner_objective = Objective::<B::InnerBackend>::from_probes(&probes, device);
+        // The real-output map: the first permutation is learned below, on the real batch.
+        let probes = match cfg.real_output {
+            true => {
+                learn_permutation = cfg.model != Some(ModelChoice::B);
+                probes.real()?
+            }
+            false => probes,
+        };
+        let objective = Objective::<B>::from_probes(&probes, device).with_real_output(cfg.real_output);
+        let inner_objective =
+            Objective::<B::InnerBackend>::from_probes(&probes, device).with_real_output(cfg.real_output);
         drop(probes);
-        // Pairs too few to determine the matrix: the permutation of a one-factor class is learned
-        // from them by gradient descent (a resumed run takes its layer's).
+        // Pairs too few to determine the matrix, or the real-output map (whose real part does not
+        // show a butterfly's structure): the first permutation is learned by gradient descent
+        // (a resumed run takes its layer's).
         let learn_permutation = learn_permutation
             && !options.resume
-            && class.permutations.len() == 1
+            && (class.permutations.len() == 1 || cfg.real_output)
             && class.sources[0] == PermutationSource::Identity
             && cfg.model != Some(ModelChoice::B);
+        // The search's time is the run's: its seconds count from before it.
+        let searched = Instant::now();
         if learn_permutation {
             let learned = permutation::learn_permutation(&objective, &PermutationSearch::default(), cfg.seed, device)?;
             class.permutations[0] = learned.permutation;
@@ -214,7 +236,8 @@ impl<'a, B: FftBackend> Run<'a, B> {
                 (layer, new_optim::<B>(), state, Vec::new())
             }
         };
-        if options.resume && matches!(cfg.target, Target::Data(_)) && class.permutations.len() == layer.len() {
+        let learns = matches!(cfg.target, Target::Data(_)) || cfg.real_output;
+        if options.resume && learns && class.permutations.len() == layer.len() {
             let perms = layer.permutations();
             for (k, p) in perms.into_iter().enumerate() {
                 if class.permutations[k] != p {
@@ -228,6 +251,10 @@ impl<'a, B: FftBackend> Run<'a, B> {
         if cfg.target.is_users() && state.grown_from.is_some() {
             class.permutations = layer.permutations();
             class.sources = vec![PermutationSource::Grown; class.permutations.len()];
+        }
+        let mut state = state;
+        if !options.resume {
+            state.seconds += searched.elapsed().as_secs_f64();
         }
         let resumed_from = options.resume.then_some(state.step);
         let schedule = schedule::<B>(cfg, state.attempt_step)?;
@@ -583,6 +610,14 @@ fn check_compatible(ckpt: &Checkpoint, new: &TrainConfig, precision: Precision) 
             op,
             format!("{} butterflies as in the checkpoint", name(saved.real)),
             name(new.real),
+        ));
+    }
+    if saved.real_output != new.real_output {
+        let name = |on: bool| if on { "the real-output map" } else { "the whole output" };
+        return Err(Error::invalid(
+            op,
+            format!("{} as in the checkpoint", name(saved.real_output)),
+            name(new.real_output),
         ));
     }
     if saved.seed != new.seed {

@@ -17,8 +17,8 @@ use super::run::{Grown, Run, RunOptions};
 use super::state::Phase;
 use crate::backend::{dispatch, select, BackendKind, BackendTask, FftBackend, NdArrayBackend, Precision, Selected};
 use crate::error::{Error, Result};
-use crate::metrics::{self, FloorSource};
-use crate::nn::{model_class_for, ButterflyProduct, ModelChoice, PermutationSource};
+use crate::metrics::{self, FloorSource, RealPart};
+use crate::nn::{exact_product, model_class_for, ButterflyProduct, LinearTransform, ModelChoice, PermutationSource};
 use crate::ops::Permutation;
 use crate::reference::factorizations::model_name;
 use crate::reference::{Operator, Target};
@@ -241,7 +241,7 @@ impl Trainer {
     ) -> Result<Option<Grown<B>>> {
         let cfg = &self.config;
         // N/2 = 2, where the bit reversal is the identity: N = 4 starts from random weights.
-        if cfg.n <= cfg.grow_threshold().max(4) {
+        if cfg.n <= cfg.grow_threshold().max(4) || cfg.real_output {
             return Ok(None);
         }
         let class = model_class_for(&cfg.target, cfg.n, None, cfg.model)?;
@@ -354,6 +354,15 @@ struct Half<B: FftBackend> {
     seconds: f64,
 }
 
+/// The f64 metric of `layer` against the run's target: with the real-output map the model is
+/// Re(M), and its rmse (and every floor's) the real part's.
+fn rmse_of(layer: &impl LinearTransform, cfg: &TrainConfig) -> Result<f64> {
+    match cfg.real_output {
+        true => metrics::rmse_to(&RealPart(layer), &cfg.target),
+        false => metrics::rmse_to(layer, &cfg.target),
+    }
+}
+
 /// The last checkpoint, and the report: the final loss on the device, and the f64 metric.
 fn finish<B: FftBackend>(mut run: Run<'_, B>, selected: &Selected) -> Result<(ButterflyProduct<B>, TrainReport)> {
     let theta = run.twiddles();
@@ -367,11 +376,14 @@ fn finish<B: FftBackend>(mut run: Run<'_, B>, selected: &Selected) -> Result<(Bu
     let ended = run.close()?;
     let (layer, state) = (ended.layer, ended.state);
     let n = cfg.n;
-    let rmse = metrics::rmse_to(&layer, &cfg.target)?;
+    let rmse = rmse_of(&layer, cfg)?;
     let (floor, floor_source) = match &own_solution {
-        Some(own) => (Some(metrics::rmse_to(own, &cfg.target)?), Some(FloorSource::OwnF64Solution)),
+        Some(own) => (Some(rmse_of(own, cfg)?), Some(FloorSource::OwnF64Solution)),
         None => {
-            let floor = metrics::floor::<B>(n, &cfg.target, device)?;
+            let floor = match exact_product::<B>(&cfg.target, n, device)? {
+                Some(exact) => Some(rmse_of(&exact, cfg)?),
+                None => None,
+            };
             (floor, floor.map(|_| FloorSource::ExactFactorization))
         }
     };
@@ -392,7 +404,10 @@ fn finish<B: FftBackend>(mut run: Run<'_, B>, selected: &Selected) -> Result<(Bu
         floor_source,
         bar,
         reached: bar.is_some_and(|b| rmse <= b),
-        model: cfg.model.map_or_else(|| model_name(&cfg.target), ModelChoice::name).to_string(),
+        model: match (cfg.model, cfg.real_output) {
+            (m, true) => format!("Re({})", m.unwrap_or(ModelChoice::Bp).name()),
+            (m, false) => m.map_or_else(|| model_name(&cfg.target), ModelChoice::name).to_string(),
+        },
         stages_learned,
         stages_fixed,
         permutations,
