@@ -140,6 +140,35 @@ pub fn floor<B: ButterflyOps>(n: usize, target: &Target, device: &B::Device) -> 
     }
 }
 
+/// [`rmse_to`] of the model a run trains: the layer's M, or with the real-output map
+/// ([`crate::train::TrainConfig::real_output`]) Re(M).
+///
+/// # Errors
+/// Those of [`rmse_to`].
+pub fn rmse_of_model(layer: &impl LinearTransform, target: &Target, real_output: bool) -> Result<f64> {
+    match real_output {
+        true => rmse_to(&RealPart(layer), target),
+        false => rmse_to(layer, target),
+    }
+}
+
+/// [`floor`] for the model a run trains: with the real-output map, the exact factorization's
+/// real part, rounded and evaluated the same way.
+///
+/// # Errors
+/// Those of [`floor`].
+pub fn floor_of_model<B: ButterflyOps>(
+    n: usize,
+    target: &Target,
+    real_output: bool,
+    device: &B::Device,
+) -> Result<Option<f64>> {
+    match exact_product::<B>(target, n, device)? {
+        Some(exact) => rmse_of_model(&exact, target, real_output).map(Some),
+        None => Ok(None),
+    }
+}
+
 /// The f64 bar: a run from random init must reach an rmse of at most this.
 pub const F64_BAR: f64 = 1e-14;
 /// The f32 bar over an exact factorization's floor: a run must reach an rmse of at most this

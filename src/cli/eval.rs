@@ -33,8 +33,9 @@ impl BackendTask for Eval {
         eprintln!("backend: {selected}");
         let layer = self.checkpoint.product::<B::InnerBackend>(&device)?;
         let cfg = &self.checkpoint.config;
-        let rmse = metrics::rmse_to(&layer, &cfg.target)?;
-        let floor = metrics::floor::<B::InnerBackend>(cfg.n, &cfg.target, &device)?;
+        // A real-output run's model is the real part of its layer's matrix.
+        let rmse = metrics::rmse_of_model(&layer, &cfg.target, cfg.real_output)?;
+        let floor = metrics::floor_of_model::<B::InnerBackend>(cfg.n, &cfg.target, cfg.real_output, &device)?;
         eprintln!(
             "N = {}, {:?}: rmse {rmse:.3e}{}",
             cfg.n,
@@ -44,7 +45,7 @@ impl BackendTask for Eval {
         Ok(json!({
             "backend": selected, "n": cfg.n, "target": cfg.target, "trained_precision": self.checkpoint.precision,
             "step": self.checkpoint.state.step, "rmse": rmse, "floor": floor,
-            "rmse_over_floor": floor.map(|f| rmse / f),
+            "rmse_over_floor": floor.map(|f| rmse / f), "real_output": cfg.real_output,
         }))
     }
 }

@@ -17,8 +17,8 @@ use super::run::{Grown, Run, RunOptions};
 use super::state::Phase;
 use crate::backend::{dispatch, select, BackendKind, BackendTask, FftBackend, NdArrayBackend, Precision, Selected};
 use crate::error::{Error, Result};
-use crate::metrics::{self, FloorSource, RealPart};
-use crate::nn::{exact_product, model_class_for, ButterflyProduct, LinearTransform, ModelChoice, PermutationSource};
+use crate::metrics::{self, FloorSource};
+use crate::nn::{model_class_for, ButterflyProduct, ModelChoice, PermutationSource};
 use crate::ops::Permutation;
 use crate::reference::factorizations::model_name;
 use crate::reference::{Operator, Target};
@@ -354,15 +354,6 @@ struct Half<B: FftBackend> {
     seconds: f64,
 }
 
-/// The f64 metric of `layer` against the run's target: with the real-output map the model is
-/// Re(M), and its rmse (and every floor's) the real part's.
-fn rmse_of(layer: &impl LinearTransform, cfg: &TrainConfig) -> Result<f64> {
-    match cfg.real_output {
-        true => metrics::rmse_to(&RealPart(layer), &cfg.target),
-        false => metrics::rmse_to(layer, &cfg.target),
-    }
-}
-
 /// The last checkpoint, and the report: the final loss on the device, and the f64 metric.
 fn finish<B: FftBackend>(mut run: Run<'_, B>, selected: &Selected) -> Result<(ButterflyProduct<B>, TrainReport)> {
     let theta = run.twiddles();
@@ -376,14 +367,14 @@ fn finish<B: FftBackend>(mut run: Run<'_, B>, selected: &Selected) -> Result<(Bu
     let ended = run.close()?;
     let (layer, state) = (ended.layer, ended.state);
     let n = cfg.n;
-    let rmse = rmse_of(&layer, cfg)?;
+    // With the real-output map the model is Re(M): its rmse and every floor are the real part's.
+    let rmse = metrics::rmse_of_model(&layer, &cfg.target, cfg.real_output)?;
     let (floor, floor_source) = match &own_solution {
-        Some(own) => (Some(rmse_of(own, cfg)?), Some(FloorSource::OwnF64Solution)),
+        Some(own) => {
+            (Some(metrics::rmse_of_model(own, &cfg.target, cfg.real_output)?), Some(FloorSource::OwnF64Solution))
+        }
         None => {
-            let floor = match exact_product::<B>(&cfg.target, n, device)? {
-                Some(exact) => Some(rmse_of(&exact, cfg)?),
-                None => None,
-            };
+            let floor = metrics::floor_of_model::<B>(n, &cfg.target, cfg.real_output, device)?;
             (floor, floor.map(|_| FloorSource::ExactFactorization))
         }
     };

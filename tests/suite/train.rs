@@ -271,6 +271,26 @@ fn real_transforms_learn_every_stage_and_their_permutation_through_the_real_outp
     }
 }
 
+/// A real-output checkpoint records the map, and measured as `eval` does
+/// (`metrics::rmse_of_model`) gives the report's rmse through the map only: the layer's
+/// imaginary part is free, so M itself is not the target.
+#[test]
+fn a_real_output_checkpoint_is_measured_through_the_map() {
+    let dir = scratch("real-output-checkpoint");
+    let config = TrainConfig::new(8)
+        .with_target(Target::Hartley)
+        .with_real_output(true)
+        .with_checkpoint_dir(Some(dir.display().to_string()));
+    let r = train(config, BackendKind::Ndarray, Precision::F32);
+    let path = dir.join("checkpoint.lfft");
+    assert!(Checkpoint::read(&path).unwrap().config.real_output);
+    let product = ButterflyProduct::<NdArrayBackend<f32>>::from_checkpoint(&path, &Default::default()).unwrap();
+    use learned_fft::metrics::rmse_of_model;
+    assert_eq!(rmse_of_model(&product, &Target::Hartley, true).unwrap(), r.rmse);
+    let whole = rmse_of_model(&product, &Target::Hartley, false).unwrap();
+    assert!(whole > 1e-3, "Re(M) is the target, M is not: rmse of M {whole:e}");
+}
+
 /// `--real` keeps every imaginary part at 0: the Hadamard transform (whose exact factorization
 /// is real) reaches both bars with real butterflies, and every twiddle of its checkpoint has
 /// imaginary part 0.0; the DFT, which needs complex twiddles, misses its bar.
