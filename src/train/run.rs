@@ -216,7 +216,7 @@ impl<'a, B: FftBackend> Run<'a, B> {
         let ckpt_path = checkpoint::running_path(cfg);
         // One trainer per checkpoint directory, from before the checkpoint is read.
         let lock = cfg.checkpoint_dir.as_ref().map(|d| DirLock::acquire(Path::new(d))).transpose()?;
-        let (layer, optim, state, history) = match (&ckpt_path, options.resume) {
+        let (layer, optim, mut state, history) = match (&ckpt_path, options.resume) {
             // A grown run stopped while its first half-size run trained has only that run's
             // checkpoint: it starts again, and the half-size run resumes.
             (Some(path), true) if path.exists() || !path.parent().is_some_and(checkpoint::resumable) => {
@@ -252,7 +252,6 @@ impl<'a, B: FftBackend> Run<'a, B> {
             class.permutations = layer.permutations();
             class.sources = vec![PermutationSource::Grown; class.permutations.len()];
         }
-        let mut state = state;
         if !options.resume {
             state.seconds += searched.elapsed().as_secs_f64();
         }
