@@ -238,10 +238,9 @@ impl BackendTask for SpreadRuns<'_> {
     fn run<B: FftBackend>(self, device: B::Device, selected: &Selected) -> Result<Vec<TrainReport>> {
         let devices = local_devices::<B>("bench train --devices", &device, self.devices)?;
         let results = spread(&devices, self.trainers, |d, device, trainer| {
-            let selected = Selected {
-                device: format!("{} (device {d} of {})", selected.device, devices.len()),
-                ..selected.clone()
-            };
+            // The device's own name: `selected` names the first device only.
+            let selected =
+                Selected { device: format!("{device:?} (device {d} of {})", devices.len()), ..selected.clone() };
             trainer.run_on::<B>(device, &selected, (self.observer)().as_mut()).map(|(_, report)| report)
         });
         results.into_iter().collect()
