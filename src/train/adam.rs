@@ -1,6 +1,6 @@
 //! Phase 1: Adam from random weights, with Burn's cosine learning-rate decay, until the rmse
-//! reaches `switch_rmse` (or `stop_rmse`), a product's loss stops falling (by less than
-//! [`PLATEAU_GAIN`] over `plateau_steps`), or the attempt has taken `adam_steps`; the polish
+//! reaches `switch_rmse` (or `stop_rmse`), a product's loss (or one butterfly's under the
+//! real-output map) stops falling (by less than [`PLATEAU_GAIN`] over `plateau_steps`), or the attempt has taken `adam_steps`; the polish
 //! follows, and a polish that stalls above the bar restarts the run from new random weights,
 //! `restarts` times at most.
 
@@ -45,9 +45,14 @@ impl<B: FftBackend> Run<'_, B> {
     /// the step of its checkpoint again, finds the window it opened there).
     fn plateaued(&mut self, value: f64) -> bool {
         let (window, at) = (self.cfg.plateau_steps, self.state.attempt_step);
-        // One butterfly has no spurious minima to leave; its Adam phase can be flat for a
-        // while at large N (the DFT at N = 4096), which the test would take for one.
-        if window == 0 || self.perms.len() == 1 || !at.is_multiple_of(window) {
+        // One butterfly fitted to a complex target has no spurious minima to leave; its Adam
+        // phase can be flat for a while at large N (the DFT at N = 4096), which the test would
+        // take for one. Under the real-output map one butterfly has them: the DCT-II at N = 32
+        // with its permutation given stalled at rmse 0.012–0.031 in 24 of 26 seeds, falling
+        // by less than 1 % a window from step 1000–1750 on, where the two that led to the
+        // target fell by orders of magnitude in the first window.
+        let one_complex = self.perms.len() == 1 && !self.objective.real_output();
+        if window == 0 || one_complex || !at.is_multiple_of(window) {
             return false;
         }
         match self.state.plateau_window {

@@ -212,8 +212,9 @@ train_config! {
         /// Most Adam steps per attempt.
         #[config(default = 3000)]
         pub adam_steps: usize,
-        /// Adam hands over to the polish early when a product's loss (K ≥ 2 factors) fell by
-        /// less than 1 % over this many steps (0: never early).
+        /// Adam hands over to the polish early when a product's loss (K ≥ 2 factors), or one
+        /// butterfly's under `real_output`, fell by less than 1 % over this many steps (0: never
+        /// early).
         ///
         /// Such a loss is in a local minimum: Adam's loss in a basin that leads to the target
         /// falls by orders of magnitude over such a window.
