@@ -9,9 +9,10 @@ use super::heatmap::matrix_error;
 use crate::backend::{dispatch, BackendKind, BackendTask, FftBackend, Precision, Selected};
 use crate::error::Result;
 use crate::ops::ButterflyOps;
-use crate::reference::Target;
+use crate::reference::{ComplexMatrix, Target};
 use crate::tensors::to_f64_vec;
 use crate::train::Checkpoint;
+use num_complex::Complex64;
 
 /// The training curve's file in the output directory.
 pub const CURVE_FILE: &str = "curve.png";
@@ -92,11 +93,20 @@ pub fn checkpoint_pictures_on<B: ButterflyOps>(
     }
     let layer = ckpt.product::<B>(device)?;
     let learned = layer.matrix_on_backend()?;
+    // With the real-output map the model is Re(M) (M's imaginary part is free): the picture and
+    // the rmse are of that, as `eval` measures it.
+    let learned = match cfg.real_output {
+        true => {
+            let re = learned.re();
+            ComplexMatrix::from_fn(n, |r, c| Complex64::new(re[r * n + c], 0.0))
+        }
+        false => learned,
+    };
     // Data has no matrix: its rmse is the one its pairs estimate, and its picture is against the
     // matrix fitted to them where they determine one.
     let (target, against) = match &cfg.target {
         Target::Data(d) => {
-            pictures.rmse = crate::metrics::rmse_on_data(&layer, d)?;
+            pictures.rmse = crate::metrics::rmse_of_model(&layer, &cfg.target, cfg.real_output)?;
             (d.fitted_matrix()?, "the matrix fitted to the data")
         }
         t => {
@@ -107,7 +117,8 @@ pub fn checkpoint_pictures_on<B: ButterflyOps>(
     };
     match target {
         Some(target) => {
-            matrix_error(file(ERROR_FILE), &learned, &target, &format!("Learned matrix M against {against}: {name}"))?;
+            let model = if cfg.real_output { "Re(M)" } else { "M" };
+            matrix_error(file(ERROR_FILE), &learned, &target, &format!("Learned {model} against {against}: {name}"))?;
             pictures.written.push(file(ERROR_FILE).display().to_string());
         }
         None => pictures.skipped.push(format!(

@@ -304,7 +304,25 @@ fn a_real_output_checkpoint_is_measured_through_the_map() {
     assert_eq!(rmse_of_model(&product, &Target::Hartley, true).unwrap(), r.rmse);
     let whole = rmse_of_model(&product, &Target::Hartley, false).unwrap();
     assert!(whole > 1e-3, "Re(M) is the target, M is not: rmse of M {whole:e}");
+    // `plot` draws and measures the model too: Re(M), as one N×N matrix on the same backend.
+    let pictures = learned_fft::plot::checkpoint_pictures_on::<NdArrayBackend<f32>>(
+        &Checkpoint::read(&path).unwrap(),
+        &dir,
+        &Default::default(),
+    )
+    .unwrap();
+    assert!(
+        (pictures.rmse - r.rmse).abs() <= PICTURE_RMSE_AGREES * r.rmse,
+        "plot's rmse {:e} against the report's {:e} (M's is {whole:e})",
+        pictures.rmse,
+        r.rmse
+    );
 }
+
+/// How far `plot`'s rmse of an f32 layer may be from the report's, relatively: the same layer on
+/// the same backend, computed as one N×N matrix or as blocks of basis images, rounds in the
+/// last bits of f32 (both sum in f64); measuring M instead of Re(M) is off by orders of magnitude.
+const PICTURE_RMSE_AGREES: f64 = 1e-3;
 
 /// `--real` keeps every imaginary part at 0: the Hadamard transform (whose exact factorization
 /// is real) reaches both bars with real butterflies, and every twiddle of its checkpoint has
