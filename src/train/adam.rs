@@ -1,8 +1,8 @@
 //! Phase 1: Adam from random weights, with Burn's cosine learning-rate decay, until the rmse
 //! reaches `switch_rmse` (or `stop_rmse`), a product's loss (or one butterfly's under the
-//! real-output map) stops falling (by less than [`PLATEAU_GAIN`] over `plateau_steps`), or the attempt has taken `adam_steps`; the polish
-//! follows, and a polish that stalls above the bar restarts the run from new random weights,
-//! `restarts` times at most.
+//! real-output map) stops falling (by less than [`PLATEAU_GAIN`] over `plateau_steps`), or the
+//! attempt has taken `adam_steps`; the polish follows, and a polish that stalls above the bar
+//! restarts the run from new random weights, `restarts` times at most.
 
 use burn::lr_scheduler::LrScheduler;
 use burn::optim::{GradientsParams, Optimizer};
