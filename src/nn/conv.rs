@@ -33,7 +33,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::nn::butterfly::{exact_fft, Butterfly};
-use crate::ops::butterfly::fft_conv_real;
+use crate::ops::butterfly::{fft_conv_real, ConvSize};
 use crate::ops::ButterflyOps;
 
 /// Where an [`FftConv1d`]'s FFT comes from.
@@ -267,8 +267,7 @@ impl<B: ButterflyOps> FftConv1d<B> {
             self.fft.twiddle_re.val(),
             self.fft.twiddle_im.val(),
             self.fft.permutation(),
-            self.n,
-            self.output_length(),
+            ConvSize { n: self.n, out_len: self.output_length() },
         ))
     }
 }

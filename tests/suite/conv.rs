@@ -356,7 +356,7 @@ fn conv_and_psd_bad_input_give_clear_errors() {
 /// cube holds in f32, where each thread steps over 8 blocks per stage), signals and taps shorter
 /// than N, causal, full and circular output lengths.
 fn fused_conv_matches_reference<B: ButterflyOps>(device: &B::Device) {
-    use learned_fft::ops::butterfly::fft_conv_reference;
+    use learned_fft::ops::butterfly::{fft_conv_reference, ConvSize};
     use learned_fft::{ButterflyInit, Permutation};
     let cases = [
         // (n, l, k, out_len, channels, batch, order, bias)
@@ -384,12 +384,13 @@ fn fused_conv_matches_reference<B: ButterflyOps>(device: &B::Device) {
         let h = tensor2::<B>(&normals(seed + 1, channels * k), channels, k, device);
         let bias =
             with_bias.then(|| learned_fft::float_tensor::<B, 1>(normals(seed + 2, channels), [channels], device));
+        let size = ConvSize { n, out_len: out };
         let run = |fused: bool| {
             let args = (x.clone(), h.clone(), bias.clone(), tw_re.clone(), tw_im.clone());
             host(if fused {
-                B::butterfly_conv(args.0, args.1, args.2, args.3, args.4, &perm, n, out)
+                B::butterfly_conv(args.0, args.1, args.2, args.3, args.4, &perm, size)
             } else {
-                fft_conv_reference(args.0, args.1, args.2, args.3, args.4, &perm, n, out)
+                fft_conv_reference(args.0, args.1, args.2, args.3, args.4, &perm, size)
             })
         };
         let (got, want) = (run(true), run(false));

@@ -3,9 +3,9 @@
 use burn::tensor::{Tensor, TensorPrimitive};
 use burn_cubecl::{element::BoolElement, CubeBackend, CubeRuntime, FloatElement, IntElement};
 
-use super::fft_conv_reference;
 use super::kernel::InputOrder;
 use super::{butterfly_forward_reference, butterfly_tangent_reference, kernel, ButterflyOps, Permutation, Tangent};
+use super::{fft_conv_reference, ConvSize};
 use crate::ops::cubecl::split_packed;
 
 impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> ButterflyOps for CubeBackend<R, F, I, BT> {
@@ -73,9 +73,9 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> ButterflyO
         tw_re: Tensor<Self, 4>,
         tw_im: Tensor<Self, 4>,
         perm: &Permutation,
-        n: usize,
-        out_len: usize,
+        size: ConvSize,
     ) -> Tensor<Self, 3> {
+        let ConvSize { n, out_len } = size;
         // The kernels index by these shapes unchecked: anything inconsistent takes the reference,
         // whose tensor ops check their operands.
         let [_, channels, length] = x.dims();
@@ -90,7 +90,7 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> ButterflyO
             && bias.as_ref().is_none_or(|b| b.dims() == [channels])
             && !matches!(perm, Permutation::Gather(g) if g.len() != n);
         if !consistent || !Self::butterfly_conv_is_fused(n, &x.device()) {
-            return fft_conv_reference(x, weight, bias, tw_re, tw_im, perm, n, out_len);
+            return fft_conv_reference(x, weight, bias, tw_re, tw_im, perm, size);
         }
         let x = x.into_primitive().tensor();
         let order = InputOrder::new(perm, n, &x);

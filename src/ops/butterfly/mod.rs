@@ -116,7 +116,6 @@ pub trait ButterflyOps: Backend {
     /// ([`fft_conv_reference`]), whose gradient comes
     /// from Burn's autodiff; CubeCL backends without autodiff run it fused (three launches). The
     /// caller checks the shapes (`L, K, out_len ≤ n`, `tw_*` of size `n`).
-    #[allow(clippy::too_many_arguments)]
     fn butterfly_conv(
         x: Tensor<Self, 3>,
         weight: Tensor<Self, 2>,
@@ -124,10 +123,9 @@ pub trait ButterflyOps: Backend {
         tw_re: Tensor<Self, 4>,
         tw_im: Tensor<Self, 4>,
         perm: &Permutation,
-        n: usize,
-        out_len: usize,
+        size: ConvSize,
     ) -> Tensor<Self, 3> {
-        fft_conv_reference(x, weight, bias, tw_re, tw_im, perm, n, out_len)
+        fft_conv_reference(x, weight, bias, tw_re, tw_im, perm, size)
     }
 
     /// Whether [`butterfly_conv`](Self::butterfly_conv) takes the fused kernels for size `n` on
@@ -137,6 +135,16 @@ pub trait ButterflyOps: Backend {
     }
 }
 
+/// The sizes of an FFT convolution: the transform's size `n` (a power of two, the butterfly's)
+/// and how many output samples to keep (`out_len ≤ n`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ConvSize {
+    /// The transform's size.
+    pub n: usize,
+    /// Output samples kept.
+    pub out_len: usize,
+}
+
 /// The FFT convolution (see `conv.rs`) as tensor ops on any backend, the butterflies through
 /// `B`'s own (fused where it has kernels); its gradient comes from Burn's autodiff.
 ///
@@ -144,10 +152,9 @@ pub trait ButterflyOps: Backend {
 /// - `x`: `[batch, channels, L]`, `L ≤ n`
 /// - `weight`: `[channels, K]`, `K ≤ n`; `bias`: `[channels]`
 /// - `tw_re`, `tw_im`: `[log2 n, n/2, 2, 2]`
-/// - returns `[batch, channels, out_len]`, `out_len ≤ n`
+/// - returns `[batch, channels, size.out_len]`, `out_len ≤ n`
 ///
 /// The caller checks the shapes (the layer does, with errors naming it).
-#[allow(clippy::too_many_arguments)]
 pub fn fft_conv_reference<B: ButterflyOps>(
     x: Tensor<B, 3>,
     weight: Tensor<B, 2>,
@@ -155,10 +162,11 @@ pub fn fft_conv_reference<B: ButterflyOps>(
     tw_re: Tensor<B, 4>,
     tw_im: Tensor<B, 4>,
     perm: &Permutation,
-    n: usize,
-    out_len: usize,
+    size: ConvSize,
 ) -> Tensor<B, 3> {
-    conv::composed(x, weight, bias, n, out_len, |re, im| B::butterfly(re, im, tw_re.clone(), tw_im.clone(), perm))
+    conv::composed(x, weight, bias, size.n, size.out_len, |re, im| {
+        B::butterfly(re, im, tw_re.clone(), tw_im.clone(), perm)
+    })
 }
 
 /// The FFT convolution of real signals through the butterfly of half the FFT size: rfft, the
@@ -169,7 +177,6 @@ pub fn fft_conv_reference<B: ButterflyOps>(
 /// # Shapes
 /// As [`fft_conv_reference`], but `tw_re`, `tw_im`: `[log2 n − 1, n/4, 2, 2]` (a butterfly of
 /// size n/2), `n ≥ 4`, and `perm` of size n/2.
-#[allow(clippy::too_many_arguments)]
 pub fn fft_conv_real<B: ButterflyOps>(
     x: Tensor<B, 3>,
     weight: Tensor<B, 2>,
@@ -177,8 +184,9 @@ pub fn fft_conv_real<B: ButterflyOps>(
     tw_re: Tensor<B, 4>,
     tw_im: Tensor<B, 4>,
     perm: &Permutation,
-    n: usize,
-    out_len: usize,
+    size: ConvSize,
 ) -> Tensor<B, 3> {
-    conv::real_composed(x, weight, bias, n, out_len, |re, im| B::butterfly(re, im, tw_re.clone(), tw_im.clone(), perm))
+    conv::real_composed(x, weight, bias, size.n, size.out_len, |re, im| {
+        B::butterfly(re, im, tw_re.clone(), tw_im.clone(), perm)
+    })
 }

@@ -20,6 +20,7 @@ use super::{
     MAX_PARTIAL_BYTES,
 };
 use crate::ops::cubecl::grid;
+use crate::ops::onchip::{SharedSplit, SplitArray};
 use crate::ops::tuning::{self, DeviceLimits};
 
 /// Where a (cube, line slot)'s partial twiddle gradient goes. Every line slot of a cube sees
@@ -48,20 +49,36 @@ fn stage_sync(#[comptime] between: bool, #[comptime] cfg: PassConfig) {
     }
 }
 
+/// What [`fetch`] reads: the pass's input permuted by the first pass's order (`gather`), or the
+/// output gradient as it lies; and which parts (`re`, `im`) it reads (the others read as zeros).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct Fetch {
+    gather: bool,
+    re: bool,
+    im: bool,
+}
+
+impl Fetch {
+    /// The pass's input, both parts, permuted.
+    const INPUT: Fetch = Fetch { gather: true, re: true, im: true };
+
+    /// The output gradient's parts that `cfg` says are nonzero, as they lie.
+    fn grad(cfg: PassConfig) -> Fetch {
+        Fetch { gather: false, re: cfg.grad_parts[0], im: cfg.grad_parts[1] }
+    }
+}
+
 /// The thread's slots `q` (elements `t + q · threads` of the cube's lines, [`slot_of`]) of the
-/// chunk of lines from `first_line`, read from `input` into registers: the pass's input permuted
-/// where `gather` (the first pass's order), the output gradient as it lies otherwise. Rows past
-/// the batch, and a part (re, im) not in `parts`, read as zeros.
+/// chunk of lines from `first_line`, read from `input` into registers `regs` as `what` says.
+/// Rows past the batch read as zeros.
 #[cube]
 fn fetch<F: Float>(
     input: &SplitInput<F>,
     order: &Array<u32>,
-    re: &mut Array<F>,
-    im: &mut Array<F>,
+    regs: &mut SplitArray<F>,
     first_line: usize,
     batch: usize,
-    #[comptime] gather: bool,
-    #[comptime] parts: (bool, bool),
+    #[comptime] what: Fetch,
     #[comptime] cfg: PassConfig,
 ) {
     let threads = comptime![cfg.threads];
@@ -70,18 +87,18 @@ fn fetch<F: Float>(
         let (l, j) = slot_of(UNIT_POS_X as usize + q * threads, cfg);
         let (row, i) = line_element(first_line + l, j, cfg);
         let mut col = i;
-        if comptime![gather] {
+        if comptime![what.gather] {
             col = permuted(i, order, cfg);
         }
         let src = row * comptime![1usize << cfg.log_n] + col;
-        re[q] = F::new(0.0);
-        im[q] = F::new(0.0);
+        regs.re[q] = F::new(0.0);
+        regs.im[q] = F::new(0.0);
         if row < batch {
-            if comptime![parts.0] {
-                re[q] = input.re[src];
+            if comptime![what.re] {
+                regs.re[q] = input.re[src];
             }
-            if comptime![parts.1] {
-                im[q] = input.im[input.im_offset as usize + src];
+            if comptime![what.im] {
+                regs.im[q] = input.im[input.im_offset as usize + src];
             }
         }
     }
@@ -89,21 +106,31 @@ fn fetch<F: Float>(
 
 /// Writes the thread's slots (as [`fetch`] read them) to their places in shared memory.
 #[cube]
-fn deposit<F: Float>(
-    s_re: &mut SharedMemory<F>,
-    s_im: &mut SharedMemory<F>,
-    re: &Array<F>,
-    im: &Array<F>,
-    #[comptime] cfg: PassConfig,
-) {
+fn deposit<F: Float>(shared: &mut SharedSplit<F>, regs: &SplitArray<F>, #[comptime] cfg: PassConfig) {
     let threads = comptime![cfg.threads];
     #[unroll]
     for q in 0..comptime![cfg.rows * (1usize << cfg.log_local) / cfg.threads] {
         let (l, j) = slot_of(UNIT_POS_X as usize + q * threads, cfg);
         let at = swizzled((l << comptime![cfg.log_local]) + j, cfg);
-        s_re[at] = re[q];
-        s_im[at] = im[q];
+        shared.re[at] = regs.re[q];
+        shared.im[at] = regs.im[q];
     }
+}
+
+/// What the backward kernel writes: the input gradient, packed `[2, batch, n]`, and each (cube,
+/// line slot)'s partial twiddle gradient.
+#[derive(CubeLaunch, CubeType)]
+pub(crate) struct BackwardOutputs<F: Float> {
+    pub grad_x: Array<F>,
+    pub partials: Array<F>,
+}
+
+/// How the backward kernel's cubes share the lines: `batch` rows, `cubes` cubes looping over
+/// the chunks of lines.
+#[derive(CubeLaunch, CubeType)]
+pub(crate) struct Chunking {
+    pub batch: u32,
+    pub cubes: u32,
 }
 
 /// Each cube loops over line chunks `c, c + cubes, …`; each thread loads its twiddle blocks once,
@@ -119,10 +146,8 @@ pub(crate) fn butterfly_backward_kernel<F: Float>(
     x: &SplitInput<F>,
     order: &Array<u32>,
     twiddles: &TwiddleTables<F>,
-    grad_x: &mut Array<F>,
-    partials: &mut Array<F>,
-    batch: u32,
-    cubes: u32,
+    out: &mut BackwardOutputs<F>,
+    chunking: &Chunking,
     #[comptime] cfg: PassConfig,
 ) {
     let log_n = comptime![cfg.log_n];
@@ -138,8 +163,7 @@ pub(crate) fn butterfly_backward_kernel<F: Float>(
     let per_thread = comptime![rows * half / threads];
     // Element j of line l at `swizzled(l · local + j)` (spread over the banks).
     let lines_len = comptime![rows * local];
-    let mut s_re = SharedMemory::<F>::new(lines_len);
-    let mut s_im = SharedMemory::<F>::new(lines_len);
+    let mut shared = SharedSplit::<F> { re: SharedMemory::<F>::new(lines_len), im: SharedMemory::<F>::new(lines_len) };
     // Every stage's input (4 floats per butterfly), written and read back by the thread that owns
     // the butterfly, and the twiddle-gradient accumulators (8 per block): registers.
     let mut hist = Array::<F>::new(comptime![log_local * per_thread * 4]);
@@ -148,8 +172,8 @@ pub(crate) fn butterfly_backward_kernel<F: Float>(
     for a in 0..comptime![log_local * per_thread * 8] {
         acc[a] = F::new(0.0);
     }
-    let batch = batch as usize;
-    let cubes = cubes as usize;
+    let batch = chunking.batch as usize;
+    let cubes = chunking.cubes as usize;
     let cube = CUBE_POS;
     if cube >= cubes {
         terminate!();
@@ -179,29 +203,17 @@ pub(crate) fn butterfly_backward_kernel<F: Float>(
     // while this chunk runs, its gradient while this chunk's backward stages run), so the
     // global loads' latency overlaps the stages instead of stalling the cube between chunks.
     let slots = comptime![2 * per_thread];
-    let mut xr = Array::<F>::new(slots);
-    let mut xi = Array::<F>::new(slots);
-    let mut gr = Array::<F>::new(slots);
-    let mut gi = Array::<F>::new(slots);
-    fetch(x, order, &mut xr, &mut xi, cube * rows, batch, true, comptime![(true, true)], cfg);
-    fetch(
-        grad_out,
-        order,
-        &mut gr,
-        &mut gi,
-        cube * rows,
-        batch,
-        false,
-        comptime![(cfg.grad_parts[0], cfg.grad_parts[1])],
-        cfg,
-    );
+    let mut xs = SplitArray::<F> { re: Array::<F>::new(slots), im: Array::<F>::new(slots) };
+    let mut gs = SplitArray::<F> { re: Array::<F>::new(slots), im: Array::<F>::new(slots) };
+    fetch(x, order, &mut xs, cube * rows, batch, comptime![Fetch::INPUT], cfg);
+    fetch(grad_out, order, &mut gs, cube * rows, batch, comptime![Fetch::grad(cfg)], cfg);
 
     let mut chunk = cube;
     while chunk < chunks {
         let first_line = chunk * rows;
         let next_line = first_line + cubes * rows;
-        deposit(&mut s_re, &mut s_im, &xr, &xi, cfg);
-        fetch(x, order, &mut xr, &mut xi, next_line, batch, true, comptime![(true, true)], cfg);
+        deposit(&mut shared, &xs, cfg);
+        fetch(x, order, &mut xs, next_line, batch, comptime![Fetch::INPUT], cfg);
         sync_cube();
 
         #[unroll]
@@ -215,7 +227,7 @@ pub(crate) fn butterfly_backward_kernel<F: Float>(
                 let i0 = l * local + ((k >> s) << (s + 1)) + (k & (st - 1));
                 let (i0, i1) = swizzled_pair(i0, st, cfg);
                 let w = (s * per_thread + p) * 8;
-                let (ar, ai, br, bi) = (s_re[i0], s_im[i0], s_re[i1], s_im[i1]);
+                let (ar, ai, br, bi) = (shared.re[i0], shared.im[i0], shared.re[i1], shared.im[i1]);
                 let h = (s * per_thread + p) * 4;
                 hist[h] = ar;
                 hist[h + 1] = ai;
@@ -225,27 +237,17 @@ pub(crate) fn butterfly_backward_kernel<F: Float>(
                 if comptime![s + 1 < log_local] {
                     let (t00r, t00i, t01r, t01i) = (tw[w], tw[w + 1], tw[w + 2], tw[w + 3]);
                     let (t10r, t10i, t11r, t11i) = (tw[w + 4], tw[w + 5], tw[w + 6], tw[w + 7]);
-                    s_re[i0] = t00r * ar - t00i * ai + t01r * br - t01i * bi;
-                    s_im[i0] = t00r * ai + t00i * ar + t01r * bi + t01i * br;
-                    s_re[i1] = t10r * ar - t10i * ai + t11r * br - t11i * bi;
-                    s_im[i1] = t10r * ai + t10i * ar + t11r * bi + t11i * br;
+                    shared.re[i0] = t00r * ar - t00i * ai + t01r * br - t01i * bi;
+                    shared.im[i0] = t00r * ai + t00i * ar + t01r * bi + t01i * br;
+                    shared.re[i1] = t10r * ar - t10i * ai + t11r * br - t11i * bi;
+                    shared.im[i1] = t10r * ai + t10i * ar + t11r * bi + t11i * br;
                 }
             }
             stage_sync(comptime![s + 1 < log_local], cfg);
         }
 
-        deposit(&mut s_re, &mut s_im, &gr, &gi, cfg);
-        fetch(
-            grad_out,
-            order,
-            &mut gr,
-            &mut gi,
-            next_line,
-            batch,
-            false,
-            comptime![(cfg.grad_parts[0], cfg.grad_parts[1])],
-            cfg,
-        );
+        deposit(&mut shared, &gs, cfg);
+        fetch(grad_out, order, &mut gs, next_line, batch, comptime![Fetch::grad(cfg)], cfg);
         sync_cube();
 
         #[unroll]
@@ -260,7 +262,7 @@ pub(crate) fn butterfly_backward_kernel<F: Float>(
                 let i0 = l * local + ((k >> s) << (s + 1)) + (k & (st - 1));
                 let (i0, i1) = swizzled_pair(i0, st, cfg);
                 let w = (s * per_thread + p) * 8;
-                let (g0r, g0i, g1r, g1i) = (s_re[i0], s_im[i0], s_re[i1], s_im[i1]);
+                let (g0r, g0i, g1r, g1i) = (shared.re[i0], shared.im[i0], shared.re[i1], shared.im[i1]);
                 let h = (s * per_thread + p) * 4;
                 let (ar, ai, br, bi) = (hist[h], hist[h + 1], hist[h + 2], hist[h + 3]);
                 // g_tab += g_ya · conj(x_b); layout (re, im) × [t00, t01, t10, t11].
@@ -276,10 +278,10 @@ pub(crate) fn butterfly_backward_kernel<F: Float>(
                 let (t00r, t00i, t01r, t01i) = (tw[w], tw[w + 1], tw[w + 2], tw[w + 3]);
                 let (t10r, t10i, t11r, t11i) = (tw[w + 4], tw[w + 5], tw[w + 6], tw[w + 7]);
                 // g_x0 = conj(t00)·g0 + conj(t10)·g1, g_x1 = conj(t01)·g0 + conj(t11)·g1.
-                s_re[i0] = t00r * g0r + t00i * g0i + t10r * g1r + t10i * g1i;
-                s_im[i0] = t00r * g0i - t00i * g0r + t10r * g1i - t10i * g1r;
-                s_re[i1] = t01r * g0r + t01i * g0i + t11r * g1r + t11i * g1i;
-                s_im[i1] = t01r * g0i - t01i * g0r + t11r * g1i - t11i * g1r;
+                shared.re[i0] = t00r * g0r + t00i * g0i + t10r * g1r + t10i * g1i;
+                shared.im[i0] = t00r * g0i - t00i * g0r + t10r * g1i - t10i * g1r;
+                shared.re[i1] = t01r * g0r + t01i * g0i + t11r * g1r + t11i * g1i;
+                shared.im[i1] = t01r * g0i - t01i * g0r + t11r * g1i - t11i * g1r;
             }
             stage_sync(comptime![r + 1 < log_local], cfg);
         }
@@ -292,8 +294,8 @@ pub(crate) fn butterfly_backward_kernel<F: Float>(
             if row < batch {
                 let dst = row * n + permuted(i, order, cfg);
                 let at = swizzled(l * local + j, cfg);
-                grad_x[dst] = s_re[at];
-                grad_x[plane + dst] = s_im[at];
+                out.grad_x[dst] = shared.re[at];
+                out.grad_x[plane + dst] = shared.im[at];
             }
         }
         sync_cube();
@@ -315,8 +317,8 @@ pub(crate) fn butterfly_backward_kernel<F: Float>(
             let a = (s * per_thread + p) * 8;
             #[unroll]
             for j in 0..4usize {
-                partials[base + j] = acc[a + 2 * j];
-                partials[base + entries + j] = acc[a + 2 * j + 1];
+                out.partials[base + j] = acc[a + 2 * j];
+                out.partials[base + entries + j] = acc[a + 2 * j + 1];
             }
         }
     }
@@ -435,10 +437,8 @@ fn backward_pass<R: CubeRuntime, F: FloatElement>(
             x.arg::<F>(),
             order.table.clone().into_array_arg(),
             tw.twiddles::<F>(),
-            grad_x.clone().into_array_arg(),
-            partials.clone().into_array_arg(),
-            batch as u32,
-            cubes as u32,
+            BackwardOutputsLaunch::new(grad_x.clone().into_array_arg(), partials.clone().into_array_arg()),
+            ChunkingLaunch::new(batch as u32, cubes as u32),
             cfg,
         );
     }

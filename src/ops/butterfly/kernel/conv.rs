@@ -175,6 +175,34 @@ fn permute_result<F: Float>(
     }
 }
 
+/// Where [`conv_taps_kernel`] reads and writes: `taps_len` taps per channel, the spectrum's
+/// imaginary parts from `plane` on.
+#[derive(CubeLaunch, CubeType)]
+struct TapsLayout {
+    taps_len: u32,
+    plane: u32,
+}
+
+/// What [`conv_kernel`] multiplies by and adds: each channel's spectrum as
+/// [`conv_taps_kernel`] wrote it, and its bias (read only when the configuration has one).
+#[derive(CubeLaunch, CubeType)]
+struct Filter<F: Float> {
+    spectrum: Array<F>,
+    bias: Array<F>,
+}
+
+/// [`conv_kernel`]'s rows: `channels` per batch item, `length` samples in, `out_len` out, the
+/// spectrum's imaginary plane at `plane`, and `reload` (zero, which the compiler cannot see)
+/// as the second transform's twiddle base.
+#[derive(CubeLaunch, CubeType)]
+struct RowLayout {
+    channels: u32,
+    length: u32,
+    out_len: u32,
+    plane: u32,
+    reload: u32,
+}
+
 /// One cube per channel: `spectrum[c] = scale · F (taps[c] zero-padded)`, permuted by the input
 /// order and laid out in the convolution kernel's register order: register `k` of thread `t` at
 /// `(c · elems + k) · threads + t` (re, then im at `plane`).
@@ -184,11 +212,11 @@ fn conv_taps_kernel<F: Float>(
     order: &Array<u32>,
     twiddles: &Array<Quad<F>>,
     spectrum: &mut Array<F>,
-    taps_len: u32,
-    plane: u32,
+    layout: &TapsLayout,
     scale: InputScalar,
     #[comptime] cfg: ConvConfig,
 ) {
+    let plane = layout.plane;
     let rc = comptime![cfg.radix];
     let scale: F = scale.get::<F>();
     let n = comptime![1usize << rc.log_n];
@@ -198,7 +226,7 @@ fn conv_taps_kernel<F: Float>(
     let mut regs = SplitArray::<F> { re: Array::<F>::new(elems), im: Array::<F>::new(elems) };
     let c = CUBE_POS;
     let t = UNIT_POS_X as usize;
-    let len = taps_len as usize;
+    let len = layout.taps_len as usize;
     load_real(taps, c * len, len, order, &mut shared, &mut regs, rc);
     transform(&mut shared, &mut regs, twiddles, 0usize, rc);
     permute_result(&mut shared, &mut regs, order, rc);
@@ -215,18 +243,17 @@ fn conv_taps_kernel<F: Float>(
 #[cube(launch_unchecked)]
 fn conv_kernel<F: Float>(
     x: &Array<F>,
-    spectrum: &Array<F>,
-    bias: &Array<F>,
+    filter: &Filter<F>,
     order: &Array<u32>,
     twiddles: &Array<Quad<F>>,
     output: &mut Array<F>,
-    channels: u32,
-    length: u32,
-    out_len: u32,
-    plane: u32,
-    reload: u32,
+    rows: &RowLayout,
     #[comptime] cfg: ConvConfig,
 ) {
+    let channels = rows.channels;
+    let length = rows.length;
+    let out_len = rows.out_len;
+    let plane = rows.plane;
     let rc = comptime![cfg.radix];
     let log_n = comptime![rc.log_n];
     let n = comptime![1usize << log_n];
@@ -246,7 +273,7 @@ fn conv_kernel<F: Float>(
     #[unroll]
     for k in 0..elems {
         let at = (c * elems + k) * threads + t;
-        let (hr, hi) = (spectrum[at], spectrum[plane as usize + at]);
+        let (hr, hi) = (filter.spectrum[at], filter.spectrum[plane as usize + at]);
         let (xr, xi) = (regs.re[k], regs.im[k]);
         regs.re[k] = xr * hr - xi * hi;
         regs.im[k] = F::new(0.0) - (xr * hi + xi * hr);
@@ -256,11 +283,11 @@ fn conv_kernel<F: Float>(
     // The same twiddles again, from a base the compiler cannot see is zero: otherwise it keeps
     // every value the first transform loaded live until the second (hundreds of registers a
     // thread, spilled to local memory) instead of loading them again from the cache.
-    transform(&mut shared, &mut regs, twiddles, reload as usize, rc);
+    transform(&mut shared, &mut regs, twiddles, rows.reload as usize, rc);
     let out = out_len as usize;
     let mut b = F::new(0.0);
     if comptime![cfg.bias] {
-        b = bias[c];
+        b = filter.bias[c];
     }
     if comptime![rc.direct_store()] {
         // Straight from registers: the last group's lanes are the five lowest columns.
@@ -333,8 +360,7 @@ pub(crate) fn fft_conv<R: CubeRuntime, F: FloatElement>(
             order.table.clone().into_array_arg(),
             tables.clone().into_array_arg(),
             spectrum.clone().into_array_arg(),
-            taps as u32,
-            plane,
+            TapsLayoutLaunch::new(taps as u32, plane),
             InputScalar::new((n as f64).sqrt(), F::dtype()),
             cfg,
         );
@@ -343,16 +369,11 @@ pub(crate) fn fft_conv<R: CubeRuntime, F: FloatElement>(
             grid(batch * channels),
             CubeDim::new_1d(cfg.radix.threads() as u32),
             x.clone().into_array_arg(),
-            spectrum.into_array_arg(),
-            bias.into_array_arg(),
+            FilterLaunch::new(spectrum.into_array_arg(), bias.into_array_arg()),
             order.table.clone().into_array_arg(),
             tables.into_array_arg(),
             output.clone().into_array_arg(),
-            channels as u32,
-            length as u32,
-            out_len as u32,
-            plane,
-            0u32,
+            RowLayoutLaunch::new(channels as u32, length as u32, out_len as u32, plane, 0u32),
             cfg,
         );
     }

@@ -38,18 +38,30 @@ fn store_lines<F: Float>(
     }
 }
 
+/// A pass's inputs and their tangents.
+#[derive(CubeLaunch, CubeType)]
+pub(crate) struct Dual<F: Float> {
+    pub x: SplitInput<F>,
+    pub dx: SplitInput<F>,
+}
+
+/// A pass's outputs and their tangents, packed `[2, batch, n]` each.
+#[derive(CubeLaunch, CubeType)]
+pub(crate) struct DualOutputs<F: Float> {
+    pub y: Array<F>,
+    pub dy: Array<F>,
+}
+
 /// One cube carries `rows` lines and their tangents through the pass: load (permuted on the
 /// first pass), the stages, store `y` and `dy` packed `[2, batch, n]` each. Thread `t` handles
 /// butterflies `t, t + threads, …` of every stage.
 #[cube(launch_unchecked)]
 pub(crate) fn butterfly_tangent_kernel<F: Float>(
-    x: &SplitInput<F>,
-    dx: &SplitInput<F>,
+    input: &Dual<F>,
     order: &Array<u32>,
     twiddles: &TwiddleTables<F>,
     directions: &TwiddleTables<F>,
-    y: &mut Array<F>,
-    dy: &mut Array<F>,
+    out: &mut DualOutputs<F>,
     batch: u32,
     #[comptime] cfg: PassConfig,
 ) {
@@ -64,8 +76,8 @@ pub(crate) fn butterfly_tangent_kernel<F: Float>(
     if first_line / comptime![cfg.lines_per_row()] >= batch {
         terminate!();
     }
-    load_lines(x, order, &mut s_re, &mut s_im, first_line, batch, cfg);
-    load_lines(dx, order, &mut d_re, &mut d_im, first_line, batch, cfg);
+    load_lines(&input.x, order, &mut s_re, &mut s_im, first_line, batch, cfg);
+    load_lines(&input.dx, order, &mut d_re, &mut d_im, first_line, batch, cfg);
     sync_cube();
 
     #[unroll]
@@ -96,8 +108,8 @@ pub(crate) fn butterfly_tangent_kernel<F: Float>(
         sync_cube();
     }
 
-    store_lines(&s_re, &s_im, y, first_line, batch, cfg);
-    store_lines(&d_re, &d_im, dy, first_line, batch, cfg);
+    store_lines(&s_re, &s_im, &mut out.y, first_line, batch, cfg);
+    store_lines(&d_re, &d_im, &mut out.dy, first_line, batch, cfg);
 }
 
 /// The tangent's passes for `n`: the forward's at twice the element size (four lines of
@@ -140,13 +152,11 @@ fn launch_pass<R: CubeRuntime, F: FloatElement>(
             &x.re.client,
             grid(cubes),
             CubeDim::new_1d(plan.threads as u32),
-            x.arg::<F>(),
-            dx.arg::<F>(),
+            DualLaunch::new(x.arg::<F>(), dx.arg::<F>()),
             order.table.clone().into_array_arg(),
             tw.twiddles::<F>(),
             dtw.twiddles::<F>(),
-            y.clone().into_array_arg(),
-            dy.clone().into_array_arg(),
+            DualOutputsLaunch::new(y.clone().into_array_arg(), dy.clone().into_array_arg()),
             batch as u32,
             pass.config(plan, order.order, false),
         );

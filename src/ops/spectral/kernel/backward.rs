@@ -12,7 +12,8 @@ use cubecl::{prelude::*, CubeDim};
 
 use super::Tables;
 use super::{
-    at, fft_stages, frame_config, load_frames, magnitude_slope, FrameConfig, FrameRange, FrameTables, Framing,
+    at, fft_stages, frame_config, load_frames, magnitude_slope, FrameConfig, FrameLoad, FrameRange, FrameTables,
+    Framing,
 };
 use crate::ops::cubecl::grid;
 use crate::ops::onchip::reverse_bits;
@@ -53,7 +54,7 @@ pub(crate) fn stft_backward_kernel<F: Float>(
         terminate!();
     }
     let eps: F = eps.get::<F>();
-    load_frames::<F>(x, x, &tables.window, &mut shared, 0, first, framing, cfg, false);
+    load_frames::<F>(x, x, &tables.window, &mut shared, first, framing, comptime![FrameLoad { cfg, pair: false }]);
     sync_cube();
     fft_stages::<F>(&mut shared, tables, cfg, false);
 
@@ -90,6 +91,20 @@ pub(crate) fn stft_backward_kernel<F: Float>(
     }
 }
 
+/// Which samples [`overlap_add_kernel`] sums: `samples` of signals of `t_len` from signal
+/// `first_signal` on, `frames` frames each, `hop` apart; the divisions by `t_len` and `hop` as
+/// [`FastDiv`]s.
+#[derive(CubeLaunch, CubeType)]
+pub(crate) struct OverlapLayout {
+    pub samples: u32,
+    pub first_signal: u32,
+    pub t_len: u32,
+    pub frames: u32,
+    pub hop: u32,
+    pub by_t_len: FastDiv,
+    pub by_hop: FastDiv,
+}
+
 /// `grad_x[s, i] = Σ_f grad_frames[(s·frames + f)·W + i − f·hop]` over every frame f that covers
 /// sample i (`f·hop ≤ i < f·hop + W`), summed in increasing f: one thread per sample of the
 /// launch's signals (those of its frames), no atomics. The divisions by the signal length and the
@@ -99,16 +114,16 @@ pub(crate) fn overlap_add_kernel<F: Float>(
     grad_frames: &Array<F>,
     scale: &Array<F>,
     grad_x: &mut Array<F>,
-    samples: u32,
-    first_signal: u32,
-    t_len: u32,
-    frames: u32,
-    hop: u32,
-    by_t_len: &FastDiv,
-    by_hop: &FastDiv,
+    layout: &OverlapLayout,
     #[comptime] win: usize,
     #[comptime] scaled: bool,
 ) {
+    let samples = layout.samples;
+    let t_len = layout.t_len;
+    let frames = layout.frames;
+    let hop = layout.hop;
+    let by_t_len = &layout.by_t_len;
+    let by_hop = &layout.by_hop;
     let i = (CUBE_POS * CUBE_DIM_X as usize + UNIT_POS_X as usize) as u32;
     if i >= samples {
         terminate!();
@@ -132,7 +147,7 @@ pub(crate) fn overlap_add_kernel<F: Float>(
         // The sum first, then the product: the bits of the sum scaled as a tensor would be.
         sum *= scale[0];
     }
-    grad_x[first_signal as usize * t_len as usize + i as usize] = sum;
+    grad_x[layout.first_signal as usize * t_len as usize + i as usize] = sum;
 }
 
 /// Launches the fused backward: the magnitude gradient `[signals, frames, W/2 + 1]` and the
@@ -205,13 +220,15 @@ pub(crate) fn overlap_add<R: CubeRuntime, F: FloatElement>(
         // Unscaled, the frames stand in for the scale, which the kernel does not read.
         scale.unwrap_or(grad_frames).clone().into_array_arg(),
         grad_x.clone().into_array_arg(),
-        samples as u32,
-        (range.offset / range.frames) as u32,
-        range.t_len as u32,
-        range.frames as u32,
-        hop as u32,
-        FastDiv::new(range.t_len as u32).arg(),
-        FastDiv::new(hop as u32).arg(),
+        OverlapLayoutLaunch::new(
+            samples as u32,
+            (range.offset / range.frames) as u32,
+            range.t_len as u32,
+            range.frames as u32,
+            hop as u32,
+            FastDiv::new(range.t_len as u32).arg(),
+            FastDiv::new(hop as u32).arg(),
+        ),
         grad_frames.meta.shape()[1],
         scale.is_some(),
     );

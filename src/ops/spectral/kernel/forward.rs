@@ -4,7 +4,9 @@ use burn_cubecl::{kernel::into_contiguous, tensor::CubeTensor, CubeRuntime, Floa
 use cubecl::{prelude::*, CubeDim};
 
 use super::Tables;
-use super::{at, fft_stages, frame_config, load_frames, magnitude_of, FrameConfig, FrameRange, FrameTables, Framing};
+use super::{
+    at, fft_stages, frame_config, load_frames, magnitude_of, FrameConfig, FrameLoad, FrameRange, FrameTables, Framing,
+};
 use crate::ops::cubecl::empty;
 use crate::ops::cubecl::grid;
 use crate::ops::onchip::SharedSplit;
@@ -35,7 +37,7 @@ pub(crate) fn stft_magnitude_kernel<F: Float>(
         terminate!();
     }
     let eps: F = eps.get::<F>();
-    load_frames::<F>(x, x, &tables.window, &mut shared, 0, first, framing, cfg, false);
+    load_frames::<F>(x, x, &tables.window, &mut shared, first, framing, comptime![FrameLoad { cfg, pair: false }]);
     sync_cube();
     fft_stages::<F>(&mut shared, tables, cfg, false);
 

@@ -22,7 +22,7 @@ use burn_cubecl::{kernel::into_contiguous, tensor::CubeTensor, CubeRuntime, Floa
 use cubecl::{prelude::*, CubeCount, CubeDim};
 
 use super::backward::{overlap_add, signal_chunk};
-use super::{at, fft_stages, frame_config, load_frames, magnitude_of, magnitude_slope, Tables};
+use super::{at, fft_stages, frame_config, load_frames, magnitude_of, magnitude_slope, FrameLoad, Tables};
 use super::{FrameConfig, FrameRange, FrameTables, Framing, LossConfig};
 use crate::ops::cubecl::{empties, empty, floor_pow2, grid};
 use crate::ops::onchip::{reverse_bits, SharedSplit};
@@ -76,6 +76,22 @@ pub(crate) struct Pair<F: Float> {
     pub target: Array<F>,
 }
 
+/// The forward's per-cube partial sums (three per cube), this launch's from cube `first` on
+/// (the frames go in chunks of launches).
+#[derive(CubeLaunch, CubeType)]
+pub(crate) struct Partials<F: Float> {
+    pub sums: Array<F>,
+    pub first: u32,
+}
+
+/// What the backward takes from the rest of the graph: the loss's gradient `[1]` and the
+/// forward's three norm sums.
+#[derive(CubeLaunch, CubeType)]
+pub(crate) struct Upstream<F: Float> {
+    pub grad_loss: Array<F>,
+    pub sums: Array<F>,
+}
+
 /// The loss's runtime scalars: the magnitude's and the norms' eps, the reduction's factor on the
 /// distance sum, the spectral-convergence weight.
 #[derive(CubeLaunch, CubeType)]
@@ -97,7 +113,15 @@ fn pair_spectra<F: Float>(
     framing: &Framing,
     #[comptime] frame: FrameConfig,
 ) {
-    load_frames::<F>(&signals.pred, &signals.target, &tables.window, shared, 0, first, framing, frame, true);
+    load_frames::<F>(
+        &signals.pred,
+        &signals.target,
+        &tables.window,
+        shared,
+        first,
+        framing,
+        comptime![FrameLoad { cfg: frame, pair: true }],
+    );
     sync_cube();
     fft_stages::<F>(shared, tables, frame, false);
 }
@@ -191,7 +215,7 @@ fn write_frame_grads<F: Float>(
 }
 
 /// One cube per group of `cfg.frame.rows` frame pairs: writes the group's three partial sums at
-/// `first_partial + CUBE_POS`. With `cfg.grads` (a loss without the spectral-convergence term, whose
+/// `partials.first + CUBE_POS`. With `cfg.grads` (a loss without the spectral-convergence term, whose
 /// gradient needs only the reduction's constant factor) it goes on to the backward's work for a
 /// loss gradient of 1, on the spectra it has: the coefficients, the inverse FFT and the frames'
 /// gradients into `grad_frames` (the autodiff backward then scales their overlap-add by the loss's
@@ -202,10 +226,9 @@ fn write_frame_grads<F: Float>(
 pub(crate) fn loss_forward_kernel<F: Float>(
     signals: &Pair<F>,
     tables: &FrameTables<F>,
-    partials: &mut Array<F>,
+    partials: &mut Partials<F>,
     grad_frames: &mut Pair<F>,
     scalars: &LossScalars,
-    first_partial: u32,
     framing: &Framing,
     #[comptime] cfg: LossConfig,
 ) {
@@ -270,7 +293,7 @@ pub(crate) fn loss_forward_kernel<F: Float>(
     if t == 0 {
         #[unroll]
         for j in 0..3usize {
-            partials[(first_partial as usize + CUBE_POS) * 3 + j] = red[j * threads];
+            partials.sums[(partials.first as usize + CUBE_POS) * 3 + j] = red[j * threads];
         }
     }
     if comptime![grads] {
@@ -359,13 +382,14 @@ pub(crate) fn loss_finish_kernel<F: Float>(
 pub(crate) fn loss_backward_kernel<F: Float>(
     signals: &Pair<F>,
     tables: &FrameTables<F>,
-    grad_loss: &Array<F>,
-    sums: &Array<F>,
+    upstream: &Upstream<F>,
     grad_frames: &mut Pair<F>,
     scalars: &LossScalars,
     framing: &Framing,
     #[comptime] cfg: LossConfig,
 ) {
+    let grad_loss = &upstream.grad_loss;
+    let sums = &upstream.sums;
     let frame = comptime![cfg.frame];
     let rows = comptime![cfg.frame.rows];
     let threads = comptime![cfg.frame.threads];
@@ -591,10 +615,9 @@ pub fn loss_forward<R: CubeRuntime, F: FloatElement>(
             CubeDim::new_1d(cfg.frame.threads as u32),
             PairLaunch::new(pred.clone().into_array_arg(), target.clone().into_array_arg()),
             tables.arg::<F>(),
-            partials.clone().into_array_arg(),
+            PartialsLaunch::new(partials.clone().into_array_arg(), first_partial as u32),
             PairLaunch::new(frames_a.clone().into_array_arg(), frames_b.clone().into_array_arg()),
             p.scalars::<R, F>(),
-            first_partial as u32,
             range.arg(),
             cfg,
         );
@@ -661,8 +684,7 @@ pub fn loss_backward<R: CubeRuntime, F: FloatElement>(
             CubeDim::new_1d(cfg.frame.threads as u32),
             PairLaunch::new(pred.clone().into_array_arg(), target.clone().into_array_arg()),
             tables.arg::<F>(),
-            grad_loss.clone().into_array_arg(),
-            sums.clone().into_array_arg(),
+            UpstreamLaunch::new(grad_loss.clone().into_array_arg(), sums.clone().into_array_arg()),
             PairLaunch::new(frames_a.clone().into_array_arg(), frames_b.clone().into_array_arg()),
             p.scalars::<R, F>(),
             range.arg(),

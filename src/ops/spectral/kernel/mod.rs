@@ -254,9 +254,17 @@ pub(crate) fn at(index: usize, #[comptime] cfg: FrameConfig) -> usize {
     swizzled(index, comptime![cfg.fft()])
 }
 
+/// How [`load_frames`] fills a cube's slots: for the kernel's [`FrameConfig`], and with a second
+/// signal's frames as the imaginary parts where `pair`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct FrameLoad {
+    pub cfg: FrameConfig,
+    pub pair: bool,
+}
+
 /// Loads `cfg.rows` frames into shared memory (slots at [`at`]), windowed and in bit-reversed
-/// order: `x`'s frame as the real part, and `y`'s as the imaginary part where `pair` (a packed
-/// pair of real frames, one FFT for both), else zero (`y` unread). Slot `slot0 + r` holds frame
+/// order: `x`'s frame as the real part, and `y`'s as the imaginary part where `load.pair` (a
+/// packed pair of real frames, one FFT for both), else zero (`y` unread). Slot `r` holds frame
 /// `first + r` of the launch's frames (see [`Framing`]); slots past the last frame are zero.
 #[cube]
 pub(crate) fn load_frames<F: Float>(
@@ -264,12 +272,12 @@ pub(crate) fn load_frames<F: Float>(
     y: &Array<F>,
     window: &Array<F>,
     shared: &mut SharedSplit<F>,
-    slot0: usize,
     first: usize,
     framing: &Framing,
-    #[comptime] cfg: FrameConfig,
-    #[comptime] pair: bool,
+    #[comptime] load: FrameLoad,
 ) {
+    let cfg = comptime![load.cfg];
+    let pair = comptime![load.pair];
     let log_w = comptime![cfg.log_w];
     let w = comptime![1usize << cfg.log_w];
     let threads = comptime![cfg.threads];
@@ -308,7 +316,7 @@ pub(crate) fn load_frames<F: Float>(
                 im = y[at] * wn;
             }
         }
-        let slot = at(slot0 * w + (e - n) + reverse_bits(n, log_w), cfg);
+        let slot = at((e - n) + reverse_bits(n, log_w), cfg);
         shared.re[slot] = re;
         shared.im[slot] = im;
     }
