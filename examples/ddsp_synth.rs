@@ -679,7 +679,19 @@ impl BackendTask for Train {
 /// Steps before the throughput is timed (the first ones compile the GPU kernels).
 const WARM: usize = 10;
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// Runs the example; an error is printed as its message (not in Debug form) with a failing exit
+/// status.
+fn main() -> std::process::ExitCode {
+    match run() {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("error: {err}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn run() -> Result<(), Box<dyn std::error::Error>> {
     let args = Args::parse();
     if !(args.lr.is_finite() && args.lr > 0.0) {
         return Err(format!("--lr: expected a positive finite learning rate, got {}", args.lr).into());

@@ -142,7 +142,19 @@ impl BackendTask for Fit {
     }
 }
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// Runs the example; an error is printed as its message (not in Debug form) with a failing exit
+/// status.
+fn main() -> std::process::ExitCode {
+    match run() {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("error: {err}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn run() -> Result<(), Box<dyn std::error::Error>> {
     let args = Args::parse();
     dispatch(args.backend, Precision::F32, Fit { checkpoint: args.checkpoint, steps: args.steps, out: args.out })?;
     Ok(())

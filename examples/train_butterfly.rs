@@ -52,7 +52,19 @@ struct Args {
     out: String,
 }
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// Runs the example; an error is printed as its message (not in Debug form) with a failing exit
+/// status.
+fn main() -> std::process::ExitCode {
+    match run() {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("error: {err}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn run() -> Result<(), Box<dyn std::error::Error>> {
     let args = Args::parse();
     let run = format!("{}/n{}-{}-seed{}", args.out, args.n, args.precision, args.seed);
     let config = TrainConfig::new(args.n)
