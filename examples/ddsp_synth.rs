@@ -504,7 +504,8 @@ fn step_all<B: FftBackend>(
 ) -> learned_fft::Result<(Option<f64>, GradientsParams)> {
     let main = &shards[0].device;
     let scale = 1.0 / shards.len() as f64;
-    let packed = (shards.len() > 1).then(|| Packed::<B>::weights(model));
+    // The weights read to the host once, for every other device (see `Packed::onto`).
+    let weights = (shards.len() > 1).then(|| Packed::<B>::weights(model).flat.into_data());
     // Every thread queues its work on this thread's stream of each device. A thread of its own
     // would get a stream of its own, and the work of one step would cross streams on a device
     // (the optimiser's weights into a worker's forward, the worker's gradients into the
@@ -516,13 +517,12 @@ fn step_all<B: FftBackend>(
             .iter()
             .enumerate()
             .map(|(i, shard)| {
-                let copy = match (&packed, i) {
-                    (Some(packed), 1..) => {
-                        Packed::<B> { flat: packed.flat.clone() }.onto(&shard.device).into_weights(model.clone())
-                    }
+                let copy = match (&weights, i) {
+                    (Some(weights), 1..) => Packed::<B> { flat: Tensor::from_data(weights.clone(), &shard.device) }
+                        .into_weights(model.clone()),
                     _ => model.clone().fork(&shard.device),
                 };
-                let pack = packed.is_some() && i > 0;
+                let pack = weights.is_some() && i > 0;
                 scope.spawn(move || stream.executes(|| shard.loss_and_grads(copy, harmonics, scale, main, read, pack)))
             })
             .collect();
