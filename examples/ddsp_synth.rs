@@ -25,12 +25,14 @@
 //!
 //! Data parallel: `--copies C` trains on 4·C notes (the four notes C times, each copy with white
 //! noise of its own), and `--devices D` splits them evenly over the backend's first D devices.
-//! Each step, every device takes a copy of the model, computes its share of the loss (its notes'
-//! mean, divided by D) and its gradients on a thread of its own, queued on the calling thread's
-//! stream of each device; Burn's `GradientsAccumulator` sums them on the first device, and Adam
-//! steps there. The sum is the gradient of the mean over all notes, so the steps are those of one
-//! device on the whole batch, up to rounding. The weights go to each other device, and its
-//! gradients come back, as one tensor each way, through the host (see `Packed::onto`).
+//! Each device holds a replica: its notes, a copy of the decoder and an Adam of its own. Each
+//! step, every replica computes its share of the loss (its notes' mean, divided by D) and its
+//! gradients on a thread of its own, queued on the calling thread's stream of each device; each
+//! packs its gradients into one tensor and reads it to the host; then every replica adds all D
+//! in the same order on its own device and takes Adam's step. The sum is the gradient of the
+//! mean over all notes, so the steps are those of one device on the whole batch, up to rounding,
+//! and the replicas stay alike to the bit (the run prints their largest difference at the end).
+//! Gradients cross devices through the host (see [`Replica`]), weights only at the start.
 //! The loss is read back only when it is printed, and at the first and the last step.
 
 use std::ops::Range;
@@ -39,9 +41,10 @@ use std::time::Instant;
 use burn::module::{Module, ModuleMapper, ModuleVisitor, Param, ParamId};
 use burn::nn::loss::Reduction;
 use burn::nn::{Linear, LinearConfig, Relu};
-use burn::optim::{AdamConfig, GradientsAccumulator, GradientsParams, Optimizer};
+use burn::optim::adaptor::OptimizerAdaptor;
+use burn::optim::{Adam, AdamConfig, GradientsParams, Optimizer};
 use burn::tensor::backend::{AutodiffBackend, Backend};
-use burn::tensor::{activation::sigmoid, StreamId, Tensor};
+use burn::tensor::{activation::sigmoid, StreamId, Tensor, TensorData};
 use clap::Parser;
 use learned_fft::backend::{
     dispatch, local_devices, BackendKind, BackendTask, FftBackend, Precision, Selected, BACKEND_ENV,
@@ -267,6 +270,9 @@ struct Outcome {
     seconds: f64,
     /// Notes per second over the steps after the first [`WARM`] (none in a shorter run).
     notes_per_second: Option<f64>,
+    /// The largest difference between a weight of any replica and the first's at the end: 0 when
+    /// every replica took the same steps.
+    replica_spread: f64,
 }
 
 struct Train {
@@ -352,34 +358,100 @@ impl<B: FftBackend> Shard<B> {
         self.synth.render(amps, gains)
     }
 
-    /// This shard's loss times `scale` (read back only if `read`: a read waits for the device),
-    /// and the gradients of it for `model` (a copy on this shard's device) on `main`: packed into
-    /// one tensor for the trip when `pack`.
+    /// This shard's loss times `scale` for `model` (a copy on this shard's device; the loss read
+    /// back only if `read`: a read waits for the device), and the gradients of it.
     fn loss_and_grads(
         &self,
-        model: Decoder<B>,
+        model: &Decoder<B>,
         harmonics: usize,
         scale: f64,
-        main: &B::Device,
         read: bool,
-        pack: bool,
-    ) -> learned_fft::Result<(Option<f64>, Gradients<B>)> {
-        let loss = self.loss.forward(self.sound(&model, harmonics)?, self.target.clone(), Reduction::Mean)?;
+    ) -> learned_fft::Result<(Option<f64>, GradientsParams)> {
+        let loss = self.loss.forward(self.sound(model, harmonics)?, self.target.clone(), Reduction::Mean)?;
         let loss = loss.mul_scalar(scale);
-        let grads = GradientsParams::from_grads(loss.backward(), &model);
-        let grads = if pack {
-            Gradients::Packed(Packed::grads(&model, grads)?.onto(main))
-        } else {
-            Gradients::Params(grads.to_device(main, &model))
-        };
+        let grads = GradientsParams::from_grads(loss.backward(), model);
         Ok((read.then(|| to_f64_vec(loss)[0]), grads))
     }
 }
 
-/// A shard's gradients on the first device: as Burn keeps them, or as one tensor.
-enum Gradients<B: AutodiffBackend> {
-    Params(GradientsParams),
-    Packed(Packed<B>),
+/// One device's replica: its notes, its copy of the decoder and an Adam of its own. Every
+/// replica steps on the same gradient, summed in the same order on each device, so the copies
+/// stay alike to the bit and no weights cross devices after the start: the shape of data-parallel
+/// training with an all-reduce, the reduce done through the host. (CubeCL 0.10's device-to-device
+/// copy on CUDA, `Tensor::to_device`, receives into memory it reserves without waiting for the
+/// work still queued on the destination, which may be using it: with it, two devices ended the
+/// same run at a different loss each time. A read to the host waits for the values, and an
+/// upload is ordered on the destination's stream.)
+struct Replica<B: FftBackend> {
+    shard: Shard<B>,
+    model: Decoder<B>,
+    optim: OptimizerAdaptor<Adam, Decoder<B>, B>,
+}
+
+impl<B: FftBackend> Replica<B> {
+    /// The replicas of `model` (on the first shard's device) for `shards`: the first holds
+    /// `model` itself, each other a copy through the host.
+    fn all(shards: Vec<Shard<B>>, model: Decoder<B>) -> Vec<Self> {
+        let weights = (shards.len() > 1).then(|| Packed::<B>::weights(&model).flat.into_data());
+        shards
+            .into_iter()
+            .enumerate()
+            .map(|(i, shard)| {
+                let model = match (&weights, i) {
+                    (Some(weights), 1..) => Packed::<B> { flat: Tensor::from_data(weights.clone(), &shard.device) }
+                        .into_weights(model.clone()),
+                    _ => model.clone(),
+                };
+                Replica { shard, model, optim: AdamConfig::new().init() }
+            })
+            .collect()
+    }
+
+    /// This replica's part of a step's gradient: its notes' loss divided by `replicas` (read
+    /// back only if `read`) and its gradients; with other replicas, packed into one tensor and
+    /// read to the host for them.
+    fn part(&self, harmonics: usize, replicas: usize, read: bool) -> learned_fft::Result<(Option<f64>, Part<B>)> {
+        let (loss, grads) = self.shard.loss_and_grads(&self.model, harmonics, 1.0 / replicas as f64, read)?;
+        if replicas == 1 {
+            return Ok((loss, Part::Alone(grads)));
+        }
+        let own = Packed::grads(&self.model, grads)?.flat;
+        let host = own.clone().into_data();
+        Ok((loss, Part::Shared(Shared { own, host })))
+    }
+
+    /// The whole batch's gradient from every replica's `parts`, in shard order, on this replica's
+    /// device (replica `me`): every replica adds the same values in the same order.
+    fn sum(&self, me: usize, parts: &[Shared<B>]) -> learned_fft::Result<GradientsParams> {
+        let mut sum: Option<Tensor<B::InnerBackend, 1>> = None;
+        for (i, Shared { own, host }) in parts.iter().enumerate() {
+            let term = if i == me { own.clone() } else { Tensor::from_data(host.clone(), &self.shard.device) };
+            sum = Some(match sum {
+                None => term,
+                Some(sum) => sum + term,
+            });
+        }
+        let flat = sum.ok_or_else(|| learned_fft::Error::invalid("ddsp_synth", "at least one replica", "none"))?;
+        Ok(Packed::<B> { flat }.into_grads(&self.model))
+    }
+
+    /// Adam's step on `grads` at rate `lr`.
+    fn step(&mut self, lr: f64, grads: GradientsParams) {
+        self.model = self.optim.step(lr, self.model.clone(), grads);
+    }
+}
+
+/// A replica's gradients for a step: as Burn keeps them (the only replica), or packed into one
+/// tensor on its device with a copy on the host for the other replicas.
+enum Part<B: AutodiffBackend> {
+    Alone(GradientsParams),
+    Shared(Shared<B>),
+}
+
+/// A replica's gradients packed into one tensor on its device, and a copy on the host.
+struct Shared<B: AutodiffBackend> {
+    own: Tensor<B::InnerBackend, 1>,
+    host: TensorData,
 }
 
 /// Every parameter's value, or its gradient, flattened and joined in the module's order (the
@@ -408,15 +480,6 @@ impl<B: AutodiffBackend> Packed<B> {
             ));
         }
         Ok(Packed { flat: Tensor::cat(visit.parts, 0) })
-    }
-
-    /// On `device`, through the host: the read waits for the values, and the upload is ordered
-    /// on the destination's stream. (CubeCL 0.10's device-to-device copy on CUDA receives into
-    /// memory it reserves without waiting for the work still queued on the destination, which
-    /// may be using it: with `Tensor::to_device` here, two devices ended the same run at a
-    /// different loss each time.)
-    fn onto(self, device: &B::Device) -> Self {
-        Packed { flat: Tensor::from_data(self.flat.into_data(), device) }
     }
 
     /// `model` with these weights (on their device), each a new leaf that takes gradients, as
@@ -492,55 +555,83 @@ impl<B: AutodiffBackend> ModuleVisitor<B> for UnpackGrads<B> {
     }
 }
 
-/// The whole batch's loss (the mean over every note, as one device would compute it; read back
-/// only if `read`) and its gradient: each shard's part on its own device and thread, summed on
-/// the first device by Burn's gradient accumulator. With more than one shard, the model goes to
-/// each other shard, and its gradients come back, packed into one tensor.
-fn step_all<B: FftBackend>(
-    shards: &[Shard<B>],
-    model: &Decoder<B>,
-    harmonics: usize,
-    read: bool,
-) -> learned_fft::Result<(Option<f64>, GradientsParams)> {
-    let main = &shards[0].device;
-    let scale = 1.0 / shards.len() as f64;
-    // The weights read to the host once, for every other device (see `Packed::onto`).
-    let weights = (shards.len() > 1).then(|| Packed::<B>::weights(model).flat.into_data());
-    // Every thread queues its work on this thread's stream of each device. A thread of its own
-    // would get a stream of its own, and the work of one step would cross streams on a device
-    // (the optimiser's weights into a worker's forward, the worker's gradients into the
-    // optimiser) with nothing to order them: on CUDA, without a read of the loss every step, the
-    // one-device run's final loss then changed from run to run (4.9 and 4.0 against 0.26).
+/// `work(i, item)` for every item, each on a thread of its own queued on this thread's stream
+/// of each device. A thread of its own would get a stream of its own, and the work of one step
+/// would cross streams on a device (the optimiser's weights into a forward, the gradients into
+/// the optimiser) with nothing to order them: on CUDA, without a read of the loss every step, the
+/// one-device run's final loss then changed from run to run (4.9 and 4.0 against 0.26).
+fn on_each<T: Send, R: Send>(items: impl IntoIterator<Item = T>, work: impl Fn(usize, T) -> R + Sync) -> Vec<R> {
     let stream = StreamId::current();
-    let parts: Vec<learned_fft::Result<(Option<f64>, Gradients<B>)>> = std::thread::scope(|scope| {
-        let workers: Vec<_> = shards
-            .iter()
+    let work = &work;
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = items
+            .into_iter()
             .enumerate()
-            .map(|(i, shard)| {
-                let copy = match (&weights, i) {
-                    (Some(weights), 1..) => Packed::<B> { flat: Tensor::from_data(weights.clone(), &shard.device) }
-                        .into_weights(model.clone()),
-                    _ => model.clone().fork(&shard.device),
-                };
-                let pack = weights.is_some() && i > 0;
-                scope.spawn(move || stream.executes(|| shard.loss_and_grads(copy, harmonics, scale, main, read, pack)))
-            })
+            .map(|(i, item)| scope.spawn(move || stream.executes(|| work(i, item))))
             .collect();
         // A worker that panicked passes its panic on.
         workers.into_iter().map(|w| w.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))).collect()
-    });
-    let mut accumulator = GradientsAccumulator::<Decoder<B>>::new();
+    })
+}
+
+/// Every replica's part of the whole batch's gradient, and the whole batch's loss (the mean over
+/// every note, as one device would compute it), read back only if `read`.
+fn parts<B: FftBackend>(
+    replicas: &[Replica<B>],
+    harmonics: usize,
+    read: bool,
+) -> learned_fft::Result<(Option<f64>, Parts<B>)> {
     let mut total = Some(0.0);
-    for part in parts {
-        let (value, grads) = part?;
+    let mut alone = None;
+    let mut shared = Vec::with_capacity(replicas.len());
+    for part in on_each(replicas, |_, replica| replica.part(harmonics, replicas.len(), read)) {
+        let (value, part) = part?;
         total = total.zip(value).map(|(t, v)| t + v);
-        let grads = match grads {
-            Gradients::Params(grads) => grads,
-            Gradients::Packed(packed) => packed.into_grads(model),
-        };
-        accumulator.accumulate(model, grads);
+        match part {
+            Part::Alone(grads) => alone = Some(grads),
+            Part::Shared(part) => shared.push(part),
+        }
     }
-    Ok((total, accumulator.grads()))
+    Ok((total, alone.map_or(Parts::Shared(shared), Parts::Alone)))
+}
+
+/// Every replica's part of a step's gradient: the lone replica's, or one shared part per replica.
+enum Parts<B: AutodiffBackend> {
+    Alone(GradientsParams),
+    Shared(Vec<Shared<B>>),
+}
+
+/// One step of every replica: the whole batch's loss (read back only if `read`), then, given a
+/// rate `lr`, every replica's Adam step on the whole batch's gradient.
+fn step_all<B: FftBackend>(
+    replicas: &mut [Replica<B>],
+    harmonics: usize,
+    read: bool,
+    lr: Option<f64>,
+) -> learned_fft::Result<Option<f64>> {
+    let (loss, parts) = parts(replicas, harmonics, read)?;
+    let Some(lr) = lr else { return Ok(loss) };
+    match (replicas, parts) {
+        ([replica], Parts::Alone(grads)) => replica.step(lr, grads),
+        (replicas, Parts::Shared(parts)) if parts.len() == replicas.len() => {
+            let parts = parts.as_slice();
+            for done in on_each(replicas.iter_mut(), |me, replica| {
+                let grads = replica.sum(me, parts)?;
+                replica.step(lr, grads);
+                Ok::<(), learned_fft::Error>(())
+            }) {
+                done?;
+            }
+        }
+        (replicas, _) => {
+            return Err(learned_fft::Error::invalid(
+                "ddsp_synth",
+                format!("one part of the gradient per replica ({})", replicas.len()),
+                "a different count",
+            ))
+        }
+    }
+    Ok(loss)
 }
 
 /// The loss: linear and log magnitudes at each window, hop a quarter of it.
@@ -590,8 +681,7 @@ impl BackendTask for Train {
             .map(|(i, d)| Shard::<B>::new(&setup, i * per..(i + 1) * per, d))
             .collect::<learned_fft::Result<Vec<_>>>()?;
         let main = &devices[0];
-        let mut model = decoder::<B>(&setup, main);
-        let mut optim = AdamConfig::new().init::<B, Decoder<B>>();
+        let mut replicas = Replica::all(shards, decoder::<B>(&setup, main));
         // The four notes once, on the first device, for the pictures and the amplitudes' error.
         let preview = Shard::<B>::new(&Setup { copies: 1, ..setup }, 0..F0.len(), main)?;
         if self.out.is_some() {
@@ -600,12 +690,12 @@ impl BackendTask for Train {
                 setup.samples,
                 devices.len(),
                 setup.bands,
-                model.num_params()
+                replicas[0].model.num_params()
             );
         }
         if let Some(out) = &self.out {
             let title = "|STFT| (W = 256, linear) of the four target notes and of the untrained synthesiser";
-            let sound = preview.sound(&model, harmonics)?;
+            let sound = preview.sound(&replicas[0].model, harmonics)?;
             draw(&preview.loss, sound, preview.target.clone(), &out.join("before.png"), title)?;
         }
         let start = Instant::now();
@@ -614,19 +704,16 @@ impl BackendTask for Train {
         let mut warm = None;
         for step in 0..=setup.steps {
             let print = self.out.is_some() && step % 50 == 0;
-            let (value, grads) = step_all(&shards, &model, harmonics, print || step == 0 || step == setup.steps)?;
-            if let Some(value) = value {
+            let read = print || step == 0 || step == setup.steps;
+            // No step after the last loss.
+            let lr = (step < setup.steps).then(|| if step < setup.steps * 2 / 3 { setup.lr } else { setup.lr / 10.0 });
+            if let Some(value) = step_all(&mut replicas, harmonics, read, lr)? {
                 last = value;
                 first.get_or_insert(last);
                 if print {
                     println!("step {step:4}  loss {last:.5}");
                 }
             }
-            if step == setup.steps {
-                break;
-            }
-            let lr = if step < setup.steps * 2 / 3 { setup.lr } else { setup.lr / 10.0 };
-            model = optim.step(lr, model, grads);
             if step + 1 == WARM {
                 warm = Some(Instant::now());
             }
@@ -635,6 +722,15 @@ impl BackendTask for Train {
         // Steps after the warm-up per second, as notes per second.
         let notes_per_second = warm.map(|w| (setup.steps + 1 - WARM) as f64 * notes as f64 / w.elapsed().as_secs_f64());
         let truth_amps: Vec<f64> = (0..F0.len()).flat_map(|i| setup.target_harmonics(i)).collect();
+        let model = &replicas[0].model;
+        let weights = |model: &Decoder<B>| to_f64_vec(Packed::<B>::weights(model).flat);
+        let first_weights = weights(model);
+        let replica_spread = replicas[1..]
+            .iter()
+            .flat_map(|r| {
+                weights(&r.model).into_iter().zip(&first_weights).map(|(a, b)| (a - b).abs()).collect::<Vec<_>>()
+            })
+            .fold(0.0, f64::max);
         let learned = to_f64_vec(model.forward(preview.cond.clone(), harmonics).0);
         // Only harmonics below Nyquist sound; the others' amplitudes are free.
         let audible: Vec<(f64, f64)> =
@@ -647,6 +743,7 @@ impl BackendTask for Train {
             harmonic_error: (err / norm).sqrt(),
             seconds,
             notes_per_second,
+            replica_spread,
         };
         if let Some(out) = &self.out {
             println!();
@@ -664,11 +761,14 @@ impl BackendTask for Train {
                     rate / notes as f64
                 );
             }
+            if replicas.len() > 1 {
+                println!("largest difference between the replicas' weights at the end: {:e}", outcome.replica_spread);
+            }
             let title = format!(
                 "|STFT| (W = 256, linear) of the four target notes and of the synthesiser after {} steps",
                 setup.steps
             );
-            let sound = preview.sound(&model, harmonics)?;
+            let sound = preview.sound(model, harmonics)?;
             draw(&preview.loss, sound, preview.target.clone(), &out.join("after.png"), &title)?;
             println!("spectrograms: {} and {}", out.join("before.png").display(), out.join("after.png").display());
         }
@@ -719,12 +819,13 @@ mod tests {
 
     /// Trains [`SMALL`] on ndarray over `devices` and checks that the loss falls by [`FALL`] and
     /// the harmonic amplitudes end within [`HARMONIC_ERROR`] of the targets'.
-    fn learns_at_a_small_size(devices: Spread) {
+    fn learns_at_a_small_size(devices: Spread) -> Outcome {
         let outcome = dispatch(BackendKind::Ndarray, Precision::F32, Train { setup: SMALL, devices, out: None })
             .expect("the run works on ndarray");
         println!("{devices:?}: {:?}", (outcome.first, outcome.last, outcome.harmonic_error, outcome.seconds));
         assert!(outcome.first / outcome.last >= FALL, "{devices:?}: {outcome:?}");
         assert!(outcome.harmonic_error <= HARMONIC_ERROR, "{devices:?}: {outcome:?}");
+        outcome
     }
 
     /// A smaller run of the example on the CPU learns the notes.
@@ -753,48 +854,64 @@ mod tests {
         }
     }
 
-    /// The batch split over two and four workers (threads on one CPU) gives the whole batch's loss
-    /// and gradient, for the decoder as the run starts it ([`decoder`]: a fork of a decoder
-    /// whose weights were not yet drawn would draw its own on each worker).
+    /// The batch split over two and four replicas (threads on one CPU) gives the whole batch's
+    /// loss and gradient on every replica, alike to the bit on all of them, for the decoder as the
+    /// run starts it ([`decoder`]: a fork of a decoder whose weights were not yet drawn would
+    /// draw its own on each replica).
     #[test]
-    fn shards_give_the_whole_batch_gradient() {
+    fn replicas_sum_the_whole_batch_gradient() {
         type B = burn::backend::Autodiff<learned_fft::backend::NdArrayBackend<f32>>;
         let setup =
             Setup { samples: 1024, harmonics: 16, bands: 8, windows: [256, 64, 32], copies: 2, ..Setup::EXAMPLE };
         let device = Default::default();
         let model = decoder::<B>(&setup, &device);
+        let flatten = |grads: &GradientsParams| {
+            let mut collect = Collect { grads, out: Vec::new() };
+            model.visit(&mut collect);
+            collect.out
+        };
         let run = |workers: usize| {
             let per = setup.notes() / workers;
             let shards: Vec<Shard<B>> =
                 (0..workers).map(|i| Shard::new(&setup, i * per..(i + 1) * per, &device).expect("a shard")).collect();
-            let (loss, grads) = step_all(&shards, &model, setup.harmonics, true).expect("a step");
+            let replicas = Replica::all(shards, model.clone());
+            let (loss, parts) = parts(&replicas, setup.harmonics, true).expect("a step");
             let loss = loss.expect("read");
-            let mut collect = Collect { grads: &grads, out: Vec::new() };
-            model.visit(&mut collect);
-            (loss, collect.out)
+            let parts = match parts {
+                Parts::Alone(grads) => return (loss, flatten(&grads)),
+                Parts::Shared(parts) => parts,
+            };
+            let sums: Vec<_> =
+                replicas.iter().enumerate().map(|(me, r)| flatten(&r.sum(me, &parts).expect("a sum"))).collect();
+            for (me, sum) in sums.iter().enumerate() {
+                assert!(sum == &sums[0], "{workers} replicas: replica {me}'s gradient differs from the first's");
+            }
+            (loss, sums[0].clone())
         };
         let (loss, grads) = run(1);
         for workers in [2, 4] {
             let (l, g) = run(workers);
             let rel = (l - loss).abs() / loss.abs();
-            assert!(rel <= SPLIT_REL, "{workers} workers: loss {l} against {loss}");
+            assert!(rel <= SPLIT_REL, "{workers} replicas: loss {l} against {loss}");
             let mut worst = 0.0f64;
             for (i, (a, b)) in grads.iter().zip(&g).enumerate() {
                 let diff: f64 = a.iter().zip(b).map(|(x, y)| (x - y).powi(2)).sum();
                 let norm: f64 = a.iter().map(|x| x * x).sum();
                 let e = (diff / norm.max(f64::MIN_POSITIVE)).sqrt();
-                assert!(e <= SPLIT_REL, "{workers} workers, parameter {i}: gradient relative RMS difference {e:e}");
+                assert!(e <= SPLIT_REL, "{workers} replicas, parameter {i}: gradient relative RMS difference {e:e}");
                 worst = worst.max(e);
             }
-            println!("{workers} workers: loss relative difference {rel:e}, gradients' largest {worst:e}");
+            println!("{workers} replicas: loss relative difference {rel:e}, gradients' largest {worst:e}");
         }
     }
 
-    /// The data-parallel run, two workers on one CPU, learns the notes as the one-worker run does;
-    /// notes that do not split evenly are refused.
+    /// The data-parallel run, two replicas on one CPU, learns the notes as the one-replica run
+    /// does and ends with the replicas' weights alike to the bit; notes that do not split evenly
+    /// are refused.
     #[test]
     fn a_data_parallel_run_learns_the_notes() {
-        learns_at_a_small_size(Spread::Repeat(2));
+        let outcome = learns_at_a_small_size(Spread::Repeat(2));
+        assert_eq!(outcome.replica_spread, 0.0, "the replicas drifted apart: {outcome:?}");
         let err = dispatch(
             BackendKind::Ndarray,
             Precision::F32,
