@@ -27,12 +27,14 @@
 //! noise of its own), and `--devices D` splits them evenly over the backend's first D devices.
 //! Each device holds a replica: its notes, a copy of the decoder and an Adam of its own. Each
 //! step, every replica computes its share of the loss (its notes' mean, divided by D) and its
-//! gradients on a thread of its own, queued on the calling thread's stream of each device; each
-//! packs its gradients into one tensor and reads it to the host; then every replica adds all D
-//! in the same order on its own device and takes Adam's step. The sum is the gradient of the
-//! mean over all notes, so the steps are those of one device on the whole batch, up to rounding,
-//! and the replicas stay alike to the bit (the run prints their largest difference at the end).
-//! Gradients cross devices through the host (see [`Replica`]), weights only at the start.
+//! gradients on a thread of its own, queued on the calling thread's stream of each device, and
+//! packs them into one tensor; an all-reduce leaves their sum on every device, and every replica
+//! takes Adam's step on it. The sum is the gradient of the mean over all notes, so the steps are
+//! those of one device on the whole batch, up to rounding, and the replicas stay alike to the bit
+//! (the run prints their largest difference at the end). The all-reduce is the backend's own
+//! where it has one ([`CollectiveOps`]: NCCL on CUDA, with no wait on the host); elsewhere each
+//! replica's gradients go through the host and every device adds them in the same order.
+//! Weights cross devices only at the start, through the host (see [`Replica`]).
 //! The loss is read back only when it is printed, and at the first and the last step.
 
 use std::ops::Range;
@@ -52,8 +54,8 @@ use learned_fft::backend::{
 use learned_fft::nn::exact_fft;
 use learned_fft::plot::Spectrogram;
 use learned_fft::{
-    float_tensor, to_f64_vec, Butterfly, Magnitude, MultiResolutionSpectralLoss, MultiResolutionSpectralLossConfig,
-    SpectralLossConfig,
+    float_tensor, to_f64_vec, Butterfly, CollectiveOps, Magnitude, MultiResolutionSpectralLoss,
+    MultiResolutionSpectralLossConfig, SpectralLossConfig,
 };
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -375,13 +377,13 @@ impl<B: FftBackend> Shard<B> {
 }
 
 /// One device's replica: its notes, its copy of the decoder and an Adam of its own. Every
-/// replica steps on the same gradient, summed in the same order on each device, so the copies
-/// stay alike to the bit and no weights cross devices after the start: the shape of data-parallel
-/// training with an all-reduce, the reduce done through the host. (CubeCL 0.10's device-to-device
-/// copy on CUDA, `Tensor::to_device`, receives into memory it reserves without waiting for the
-/// work still queued on the destination, which may be using it: with it, two devices ended the
-/// same run at a different loss each time. A read to the host waits for the values, and an
-/// upload is ordered on the destination's stream.)
+/// replica steps on the same gradient, alike to the bit on every device, so the copies stay alike
+/// and no weights cross devices after the start: the shape of data-parallel training with an
+/// all-reduce (see [`sums`]). The first weights go to the other devices through the host.
+/// (CubeCL 0.10's device-to-device copy on CUDA, `Tensor::to_device`, receives into memory it
+/// reserves without waiting for the work still queued on the destination, which may be using it:
+/// with it, two devices ended the same run at a different loss each time. A read to the host
+/// waits for the values, and an upload is ordered on the destination's stream.)
 struct Replica<B: FftBackend> {
     shard: Shard<B>,
     model: Decoder<B>,
@@ -408,31 +410,27 @@ impl<B: FftBackend> Replica<B> {
     }
 
     /// This replica's part of a step's gradient: its notes' loss divided by `replicas` (read
-    /// back only if `read`) and its gradients; with other replicas, packed into one tensor and
-    /// read to the host for them.
+    /// back only if `read`) and its gradients; with other replicas, packed into one tensor.
     fn part(&self, harmonics: usize, replicas: usize, read: bool) -> learned_fft::Result<(Option<f64>, Part<B>)> {
         let (loss, grads) = self.shard.loss_and_grads(&self.model, harmonics, 1.0 / replicas as f64, read)?;
         if replicas == 1 {
             return Ok((loss, Part::Alone(grads)));
         }
-        let own = Packed::grads(&self.model, grads)?.flat;
-        let host = own.clone().into_data();
-        Ok((loss, Part::Shared(Shared { own, host })))
+        Ok((loss, Part::Shared(Packed::grads(&self.model, grads)?.flat)))
     }
 
-    /// The whole batch's gradient from every replica's `parts`, in shard order, on this replica's
-    /// device (replica `me`): every replica adds the same values in the same order.
-    fn sum(&self, me: usize, parts: &[Shared<B>]) -> learned_fft::Result<GradientsParams> {
-        let mut sum: Option<Tensor<B::InnerBackend, 1>> = None;
-        for (i, Shared { own, host }) in parts.iter().enumerate() {
-            let term = if i == me { own.clone() } else { Tensor::from_data(host.clone(), &self.shard.device) };
-            sum = Some(match sum {
-                None => term,
-                Some(sum) => sum + term,
-            });
-        }
-        let flat = sum.ok_or_else(|| learned_fft::Error::invalid("ddsp_synth", "at least one replica", "none"))?;
-        Ok(Packed::<B> { flat }.into_grads(&self.model))
+    /// The sum of every replica's packed gradients, on this replica's device (replica `me`, whose
+    /// own are `own`; the others' read to the host, `hosts`, in shard order): every replica adds
+    /// the same values in the same order.
+    fn host_sum(&self, me: usize, own: Tensor<B::InnerBackend, 1>, hosts: &[TensorData]) -> Tensor<B::InnerBackend, 1> {
+        let term = |i: usize| {
+            if i == me {
+                own.clone()
+            } else {
+                Tensor::from_data(hosts[i].clone(), &self.shard.device)
+            }
+        };
+        (1..hosts.len()).fold(term(0), |sum, i| sum + term(i))
     }
 
     /// Adam's step on `grads` at rate `lr`.
@@ -442,16 +440,24 @@ impl<B: FftBackend> Replica<B> {
 }
 
 /// A replica's gradients for a step: as Burn keeps them (the only replica), or packed into one
-/// tensor on its device with a copy on the host for the other replicas.
+/// tensor on its device.
 enum Part<B: AutodiffBackend> {
     Alone(GradientsParams),
-    Shared(Shared<B>),
+    Shared(Tensor<B::InnerBackend, 1>),
 }
 
-/// A replica's gradients packed into one tensor on its device, and a copy on the host.
-struct Shared<B: AutodiffBackend> {
-    own: Tensor<B::InnerBackend, 1>,
-    host: TensorData,
+/// The whole batch's gradient on every replica's device, from every replica's packed gradients
+/// (`owns`): the backend's all-reduce where it has one (NCCL on CUDA), else through the host
+/// (each replica's read, then uploaded to every other and added in shard order).
+fn sums<B: FftBackend>(
+    replicas: &[Replica<B>],
+    owns: Vec<Tensor<B::InnerBackend, 1>>,
+) -> Vec<Tensor<B::InnerBackend, 1>> {
+    if let Some(sums) = B::InnerBackend::all_reduce_sum(&owns) {
+        return sums;
+    }
+    let hosts = on_each(&owns, |_, own| own.clone().into_data());
+    on_each(replicas.iter().zip(owns), |me, (replica, own)| replica.host_sum(me, own, &hosts))
 }
 
 /// Every parameter's value, or its gradient, flattened and joined in the module's order (the
@@ -598,7 +604,7 @@ fn parts<B: FftBackend>(
 /// Every replica's part of a step's gradient: the lone replica's, or one shared part per replica.
 enum Parts<B: AutodiffBackend> {
     Alone(GradientsParams),
-    Shared(Vec<Shared<B>>),
+    Shared(Vec<Tensor<B::InnerBackend, 1>>),
 }
 
 /// One step of every replica: the whole batch's loss (read back only if `read`), then, given a
@@ -613,15 +619,12 @@ fn step_all<B: FftBackend>(
     let Some(lr) = lr else { return Ok(loss) };
     match (replicas, parts) {
         ([replica], Parts::Alone(grads)) => replica.step(lr, grads),
-        (replicas, Parts::Shared(parts)) if parts.len() == replicas.len() => {
-            let parts = parts.as_slice();
-            for done in on_each(replicas.iter_mut(), |me, replica| {
-                let grads = replica.sum(me, parts)?;
+        (replicas, Parts::Shared(owns)) if owns.len() == replicas.len() => {
+            let sums = sums(replicas, owns);
+            on_each(replicas.iter_mut().zip(sums), |_, (replica, sum)| {
+                let grads = Packed::<B> { flat: sum }.into_grads(&replica.model);
                 replica.step(lr, grads);
-                Ok::<(), learned_fft::Error>(())
-            }) {
-                done?;
-            }
+            });
         }
         (replicas, _) => {
             return Err(learned_fft::Error::invalid(
@@ -877,12 +880,14 @@ mod tests {
             let replicas = Replica::all(shards, model.clone());
             let (loss, parts) = parts(&replicas, setup.harmonics, true).expect("a step");
             let loss = loss.expect("read");
-            let parts = match parts {
+            let owns = match parts {
                 Parts::Alone(grads) => return (loss, flatten(&grads)),
-                Parts::Shared(parts) => parts,
+                Parts::Shared(owns) => owns,
             };
-            let sums: Vec<_> =
-                replicas.iter().enumerate().map(|(me, r)| flatten(&r.sum(me, &parts).expect("a sum"))).collect();
+            let sums: Vec<_> = sums(&replicas, owns)
+                .into_iter()
+                .map(|flat| flatten(&Packed::<B> { flat }.into_grads(&model)))
+                .collect();
             for (me, sum) in sums.iter().enumerate() {
                 assert!(sum == &sums[0], "{workers} replicas: replica {me}'s gradient differs from the first's");
             }

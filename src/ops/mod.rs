@@ -2,7 +2,8 @@
 //! backend-extension trait and value types (`mod.rs`), the tensor-op twin that runs on every
 //! backend (`reference.rs`), the fused CubeCL kernels (`kernel/`), and the impls for the CubeCL
 //! backends (`cubecl.rs`) and for Burn's autodiff over them (`autodiff.rs`, a custom
-//! `Backward` per kernel).
+//! `Backward` per kernel). Beside them, [`collective`]: sums across devices, for data-parallel
+//! training (no gradient: it runs on the inner backend, on gradients).
 //!
 //! The CPU backends (ndarray and candle, plain or under autodiff) take every trait's default
 //! methods: the reference twin, with its gradient from Burn's autodiff. No path lacks a
@@ -11,6 +12,7 @@
 #[cfg(feature = "fused")]
 mod autodiff;
 pub mod butterfly;
+pub mod collective;
 #[cfg(feature = "fused")]
 mod cubecl;
 #[cfg(feature = "fused")]
@@ -20,6 +22,7 @@ pub mod spectral;
 pub(crate) mod tuning;
 
 pub use butterfly::{ButterflyOps, Permutation};
+pub use collective::CollectiveOps;
 pub use spectral::SpectralOps;
 
 use serde::{Deserialize, Serialize};
@@ -43,6 +46,7 @@ macro_rules! reference_backend {
     (impl<$($g:ident: $bound:path),*> $backend:ty $(where $($w:tt)*)?) => {
         impl<$($g: $bound),*> ButterflyOps for $backend $(where $($w)*)? {}
         impl<$($g: $bound),*> SpectralOps for $backend $(where $($w)*)? {}
+        impl<$($g: $bound),*> CollectiveOps for $backend $(where $($w)*)? {}
         impl<$($g: $bound,)* C: burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy> ButterflyOps
             for burn::backend::Autodiff<$backend, C> $(where $($w)*)? {}
         impl<$($g: $bound,)* C: burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy> SpectralOps
@@ -54,7 +58,7 @@ mod reference_backends {
     use burn::backend::ndarray::{FloatNdArrayElement, IntNdArrayElement, NdArrayTensor, QuantElement, SharedArray};
     use burn::backend::NdArray;
 
-    use super::{ButterflyOps, SpectralOps};
+    use super::{ButterflyOps, CollectiveOps, SpectralOps};
 
     reference_backend!(impl<E: FloatNdArrayElement, I: IntNdArrayElement, Q: QuantElement> NdArray<E, I, Q>
         where NdArrayTensor: From<SharedArray<E>> + From<SharedArray<I>>);
@@ -65,7 +69,7 @@ mod reference_backends {
         use burn::backend::candle::{FloatCandleElement, IntCandleElement};
         use burn::backend::Candle;
 
-        use super::super::{ButterflyOps, SpectralOps};
+        use super::super::{ButterflyOps, CollectiveOps, SpectralOps};
 
         reference_backend!(impl<F: FloatCandleElement, I: IntCandleElement> Candle<F, I>);
     }
