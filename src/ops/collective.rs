@@ -6,8 +6,8 @@
 //! `DistributedBackend::all_reduce` calls it (without Burn's `distributed` feature, which would
 //! rebuild every Burn crate for a method this crate calls directly). CubeCL queues it after the
 //! work already queued on the calling thread's stream of each device and makes that stream wait
-//! for it, so the sum is ordered like any other op. Elsewhere (wgpu, the CPU backends) the op
-//! answers `None` and the caller sums through the host.
+//! for it, so the sum is ordered like any other op. Elsewhere (wgpu, the CPU backends, CUDA
+//! without NCCL's library) the op answers `None` and the caller sums through the host.
 
 use burn::tensor::backend::Backend;
 use burn::tensor::Tensor;
@@ -35,9 +35,24 @@ mod cubecl_impl {
 
     use super::CollectiveOps;
 
+    /// Whether NCCL's library loads: CubeCL's CUDA collective panics on the device's thread
+    /// without it (a CUDA driver does not bring it), and the caller can sum another way.
+    #[cfg(feature = "cuda")]
+    fn nccl_loads() -> bool {
+        static LOADS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        // SAFETY: only tries to open the library by its usual names.
+        *LOADS.get_or_init(|| unsafe { cudarc::nccl::sys::is_culib_present() })
+    }
+
+    /// Without CUDA in the build no runtime here has a collective.
+    #[cfg(not(feature = "cuda"))]
+    fn nccl_loads() -> bool {
+        false
+    }
+
     impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> CollectiveOps for CubeBackend<R, F, I, BT> {
         fn all_reduce_sum<const D: usize>(parts: &[Tensor<Self, D>]) -> Option<Vec<Tensor<Self, D>>> {
-            if !<R::Server as ServerCommunication>::SERVER_COMM_ENABLED || parts.len() < 2 {
+            if !<R::Server as ServerCommunication>::SERVER_COMM_ENABLED || parts.len() < 2 || !nccl_loads() {
                 return None;
             }
             let tensors: Vec<CubeTensor<R>> = parts.iter().map(|p| p.clone().into_primitive().tensor()).collect();
