@@ -91,10 +91,12 @@ mod tests {
     use burn::tensor::Tensor;
 
     use super::CollectiveOps;
+    use crate::tensors::{float_tensor, to_f64_vec};
 
-    /// Two parts, 1..=4 and their tenfold, on `device` (the same device twice).
+    /// Two parts, 1..=4 and their tenfold, on `device` (the same device twice), in `B`'s own
+    /// float type (see [`float_tensor`]).
     fn parts<B: CollectiveOps>(device: &B::Device) -> Vec<Tensor<B, 1>> {
-        let one = Tensor::<B, 1>::from_floats([1.0, 2.0, 3.0, 4.0], device);
+        let one = float_tensor::<B, 1>(vec![1.0, 2.0, 3.0, 4.0], [4], device);
         vec![one.clone(), one.mul_scalar(10.0)]
     }
 
@@ -106,7 +108,7 @@ mod tests {
         let device = Default::default();
         let parts = parts::<B>(&device);
         assert!(B::all_reduce_sum(&parts).is_none());
-        assert_eq!(parts[1].to_data().to_vec::<f32>().expect("f32"), vec![10.0, 20.0, 30.0, 40.0]);
+        assert_eq!(to_f64_vec(parts[1].clone()), vec![10.0, 20.0, 30.0, 40.0]);
     }
 
     /// wgpu has no collective in CubeCL 0.10: the op declines rather than reach for one (which
@@ -124,6 +126,6 @@ mod tests {
         let parts = parts::<B>(&device);
         assert!(B::all_reduce_sum(&parts).is_none());
         assert!(B::all_reduce_sum(&parts[..1]).is_none());
-        assert_eq!(parts[0].to_data().to_vec::<f32>().expect("f32"), vec![1.0, 2.0, 3.0, 4.0]);
+        assert_eq!(to_f64_vec(parts[0].clone()), vec![1.0, 2.0, 3.0, 4.0]);
     }
 }

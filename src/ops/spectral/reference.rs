@@ -57,7 +57,7 @@ fn dft_by_sums_in_chunks<B: Backend>(x: Tensor<B, 2>, basis: &Tensor<B, 2>, chun
     let bins = basis.dims()[1];
     let chunk = (chunk_elems / (win * bins).max(1)).max(1);
     if rows == 0 {
-        return Tensor::zeros([0, bins], &x.device());
+        return Tensor::zeros([0, bins], (&x.device(), x.dtype()));
     }
     let b = basis.clone().unsqueeze_dim::<3>(0);
     let parts: Vec<Tensor<B, 2>> = (0..rows)
@@ -156,8 +156,11 @@ mod tests {
         type B = NdArrayBackend<f64>;
         let device = Default::default();
         let (rows, win, bins) = (37, 24, 13);
-        let x = Tensor::<B, 2>::random([rows, win], Distribution::Normal(0.0, 1.0), &device);
-        let basis = Tensor::<B, 2>::random([win, bins], Distribution::Normal(0.0, 1.0), &device);
+        // f64 named: the device's default dtype is the first backend's to touch it in this
+        // process, f32 when an f32 test ran first (the sums then differed by 2e-6).
+        let f64 = (&device, burn::tensor::DType::F64);
+        let x = Tensor::<B, 2>::random([rows, win], Distribution::Normal(0.0, 1.0), f64);
+        let basis = Tensor::<B, 2>::random([win, bins], Distribution::Normal(0.0, 1.0), f64);
         let expected = x.clone().matmul(basis.clone());
         for chunk_elems in [5 * win * bins, usize::MAX / 2] {
             let got = dft_by_sums_in_chunks(x.clone(), &basis, chunk_elems);
@@ -166,7 +169,7 @@ mod tests {
             assert!(worst < F64_SUM_ORDER_TOL, "chunks of {chunk_elems} elements: worst difference {worst:e}");
         }
         // No rows (an empty batch): an empty result, as the matmul gives.
-        let empty = dft_by_sums_in_chunks(Tensor::<B, 2>::zeros([0, win], &device), &basis, 5 * win * bins);
+        let empty = dft_by_sums_in_chunks(Tensor::<B, 2>::zeros([0, win], f64), &basis, 5 * win * bins);
         assert_eq!(empty.dims(), [0, bins]);
     }
 }
