@@ -40,6 +40,10 @@ pub struct ConvShape {
     pub channels: usize,
     /// FFT size (the rfft path's butterfly has half of it).
     pub fft_size: usize,
+    /// Whether the forward (inference) of the rfft path ran the fused kernels.
+    pub rfft_fused: bool,
+    /// Whether the forward (inference) of the complex path ran the fused kernels.
+    pub complex_fused: bool,
 }
 
 /// Result of [`RfftBench`].
@@ -168,7 +172,13 @@ fn conv_times<B: FftBackend>(
         batch,
         backend: selected.clone(),
         fused: <B as ButterflyOps>::butterfly_is_fused(fft_size / 2, &device),
-        conv: Some(ConvShape { taps, channels, fft_size: real.fft_size() }),
+        conv: Some(ConvShape {
+            taps,
+            channels,
+            fft_size: real.fft_size(),
+            rfft_fused: <B::InnerBackend as ButterflyOps>::butterfly_conv_real_is_fused(fft_size, &device),
+            complex_fused: <B::InnerBackend as ButterflyOps>::butterfly_conv_is_fused(fft_size, &device),
+        }),
         fwd_bwd_speedup: c.fwd_bwd_ms / r.fwd_bwd_ms,
         forward_speedup: c.forward_ms / r.forward_ms,
         forward_pipelined_speedup: c.forward_pipelined_ms / r.forward_pipelined_ms,

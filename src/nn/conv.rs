@@ -14,12 +14,14 @@
 //! `y[n] = Σ_k h[k] · x[n − k]` with `x` zero outside `0…L−1` (causal: output `n = 0…L−1`), or all
 //! `L + K − 1` outputs ([`ConvOutput::Full`]), or indices mod L ([`ConvOutput::Circular`]).
 //!
-//! With `rfft` set, steps 2 and 3 run through a butterfly of size N/2 instead
-//! ([`crate::ops::butterfly::fft_conv_real`]: rfft, the product of N/2 + 1 bins, irfft).
+//! With `rfft` set, steps 2 and 3 run through a butterfly of size N/2 instead (rfft, the product
+//! of N/2 + 1 bins, irfft).
 //!
-//! The op is [`ButterflyOps::butterfly_conv`]: on wgpu and CUDA without autodiff (inference) three
-//! fused launches (the twiddles relaid, the taps transformed, every channel convolved), elsewhere (and under autodiff, where the gradient is recorded) the tensor-op
-//! reference ([`crate::ops::butterfly::fft_conv_reference`]).
+//! The op is [`ButterflyOps::butterfly_conv`] ([`ButterflyOps::butterfly_conv_real`] through
+//! rfft): on wgpu and CUDA without autodiff (inference) three fused launches (the twiddles
+//! relaid, the taps transformed, every channel convolved), elsewhere (and under autodiff, where
+//! the gradient is recorded) the tensor-op reference
+//! ([`crate::ops::butterfly::fft_conv_reference`], [`crate::ops::butterfly::fft_conv_real`]).
 //!
 //! Where the FFT comes from is [`FftSource`]: the exact FFT or a shipped checkpoint, both frozen
 //! (no gradient, never updated by an optimiser), or a learnable butterfly started at the exact FFT.
@@ -33,7 +35,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::nn::butterfly::{exact_fft, Butterfly};
-use crate::ops::butterfly::{fft_conv_real, ConvSize};
+use crate::ops::butterfly::ConvSize;
 use crate::ops::ButterflyOps;
 
 /// Where an [`FftConv1d`]'s FFT comes from.
@@ -256,10 +258,10 @@ impl<B: ButterflyOps> FftConv1d<B> {
                 format!("[{batch}, {channels}, {length}]"),
             ));
         }
-        // Through rfft: tensor ops around the half-size butterfly (fused where the backend has
-        // kernels). Otherwise fused on CubeCL backends without autodiff, the tensor-op reference
-        // (with its autodiff gradient) elsewhere: `ButterflyOps::butterfly_conv`.
-        let conv = if self.rfft { fft_conv_real::<B> } else { B::butterfly_conv };
+        // Fused on CubeCL backends without autodiff, the tensor-op reference (with its autodiff
+        // gradient) elsewhere: `ButterflyOps::butterfly_conv`, or `butterfly_conv_real` through
+        // the half-size butterfly.
+        let conv = if self.rfft { B::butterfly_conv_real } else { B::butterfly_conv };
         Ok(conv(
             x,
             self.weight.val(),

@@ -5,17 +5,17 @@ use burn::tensor::{backend::Backend, Int, Tensor};
 use crate::error::{check_power_of_two, Error, Result};
 use crate::nn::butterfly::{exact_fft, Butterfly};
 use crate::ops::spectral::{frame_count, frame_indices, Window};
+use crate::ops::tuning::RFFT_MIN_FUSED_N;
 use crate::ops::ButterflyOps;
 use crate::tensors::{float_tensor, full};
 
 /// Welch's power spectral density on the exact butterfly FFT: segments of `segment` samples
 /// overlapping by `overlap`, each windowed and transformed, their periodograms averaged.
 ///
-/// Where `B`'s butterfly of `segment` is tensor ops (ndarray, candle) the segments go through
-/// rfft: the exact butterfly of `segment / 2` and the split step, half the butterfly work. Where
-/// it is the fused kernel (wgpu, CUDA), and for a segment of 2, they go through the complex
-/// butterfly of `segment` on a zero imaginary part: there the split step's tensor ops cost more
-/// than the half-size butterfly saves (`bench rfft`, in the guide's limits).
+/// The segments go through rfft, the exact butterfly of `segment / 2` and the split step (half
+/// the butterfly work; on wgpu and CUDA one fused launch), except a segment of 2, and on wgpu
+/// and CUDA a segment below 256, where the fused complex butterfly of `segment` on a zero
+/// imaginary part measured faster (`bench rfft`, in the guide's benchmarks).
 ///
 /// Scaling is scipy's `welch(x, fs=1, window, nperseg=segment, noverlap=overlap,
 /// detrend=False, scaling="density")`: `|DFT|² / Σ w²`, one-sided (bins 1…S/2−1 doubled).
@@ -33,7 +33,10 @@ pub fn welch_psd<B: ButterflyOps>(
     window: Window,
 ) -> Result<Tensor<B, 2>> {
     check_power_of_two("welch_psd", segment)?;
-    if segment < 4 || B::butterfly_is_fused(segment, &signal.device()) {
+    let device = signal.device();
+    let complex_faster = B::butterfly_is_fused(segment, &device)
+        && (segment < RFFT_MIN_FUSED_N || !B::butterfly_conv_real_is_fused(segment, &device));
+    if segment < 4 || complex_faster {
         let fft = exact_fft::<B>(segment, false, &signal.device())?;
         return welch_psd_with(&fft, signal, overlap, window);
     }

@@ -277,6 +277,12 @@ pub(crate) fn max_backward_cubes(limits: &DeviceLimits, n: usize, o: &Overrides)
     o.backward_cubes.unwrap_or(measured).max(1)
 }
 
+/// Smallest real signal the fused rfft takes on wgpu and CUDA where the complex butterfly is
+/// fused too: 256 samples. Its cubes hold one row of N/2 (4 threads at N = 64, against the
+/// complex forward's many rows a cube), so at N = 64 it measured 0.71× the complex butterfly
+/// forward on CUDA and at N = 256 1.39× (data: `docs/benchmarks.md#rfft`).
+pub(crate) const RFFT_MIN_FUSED_N: usize = 256;
+
 /// log2 of the elements a thread holds and the most stages per group in the convolution's
 /// kernels: 8 elements in groups of 2 stages (512 threads at N = 4096, two instances a group,
 /// six groups a transform): the fastest taps and convolution kernels together at N = 4096

@@ -356,8 +356,6 @@ fn conv_and_psd_bad_input_give_clear_errors() {
 /// cube holds in f32, where each thread steps over 8 blocks per stage), signals and taps shorter
 /// than N, causal, full and circular output lengths.
 fn fused_conv_matches_reference<B: ButterflyOps>(device: &B::Device) {
-    use learned_fft::ops::butterfly::{fft_conv_reference, ConvSize};
-    use learned_fft::{ButterflyInit, Permutation};
     let cases = [
         // (n, l, k, out_len, channels, batch, order, bias)
         (2, 2, 1, 2, 1, 1, 0, true),
@@ -367,15 +365,46 @@ fn fused_conv_matches_reference<B: ButterflyOps>(device: &B::Device) {
         (1024, 700, 300, 999, 1, 2, 2, false),
         (4096, 2048, 64, 2048, 2, 2, 0, true),
     ];
-    for (case, (n, l, k, out, channels, batch, order, with_bias)) in cases.into_iter().enumerate() {
+    fused_conv_case::<B>(device, &cases, false);
+}
+on_cubecl!(fused_conv_matches_reference);
+
+/// The fused convolution of real signals through the butterfly of N/2 (rfft and irfft with the
+/// split and merge steps on-chip) equals the tensor-op path through the same butterfly, within
+/// [`CONV_REL_F32`], as [`fused_conv_matches_reference`] checks the complex one: N = 4 (a
+/// butterfly of 2, bins 0 and M the same thread's pair) … 8192 (a butterfly of 4096), odd signal
+/// and tap lengths (a last pair half zero), odd output lengths (a last pair half stored).
+fn fused_real_conv_matches_reference<B: ButterflyOps>(device: &B::Device) {
+    let cases = [
+        (4, 3, 2, 4, 1, 1, 0, true),
+        (8, 5, 3, 7, 2, 3, 1, false),
+        (16, 9, 8, 16, 2, 2, 2, true),
+        (128, 128, 16, 128, 3, 2, 2, true),
+        (512, 400, 51, 401, 2, 2, 0, true),
+        (2048, 1400, 300, 1699, 1, 2, 2, false),
+        (8192, 4096, 65, 4096, 2, 2, 0, true),
+    ];
+    fused_conv_case::<B>(device, &cases, true);
+}
+on_cubecl!(fused_real_conv_matches_reference);
+
+/// `cases` (n, l, k, out_len, channels, batch, order, bias) through the fused convolution and
+/// its tensor-op twin, complex or (`real`) through rfft with a butterfly of n/2.
+fn fused_conv_case<B: ButterflyOps>(device: &B::Device, cases: &[ConvCase], real: bool) {
+    use learned_fft::ops::butterfly::{fft_conv_real, fft_conv_reference, ConvSize};
+    use learned_fft::{ButterflyInit, Permutation};
+    for (case, &(n, l, k, out, channels, batch, order, with_bias)) in cases.iter().enumerate() {
+        let size_fft = if real { n / 2 } else { n };
         let perm = match order {
             0 => Permutation::BitReversal,
             1 => Permutation::Identity,
-            _ => Permutation::gather(shuffled(n, case as u64)).unwrap(),
+            _ => Permutation::gather(shuffled(size_fft, case as u64)).unwrap(),
         };
-        assert!(B::butterfly_conv_is_fused(n, device), "N={n}: the fused convolution does not run");
-        let (tw_re, tw_im) = ButterflyInit::RandomUnitary { seed: 40 + case as u64 }.twiddles(n);
-        let shape = [n.trailing_zeros() as usize, n / 2, 2, 2];
+        let fused =
+            if real { B::butterfly_conv_real_is_fused(n, device) } else { B::butterfly_conv_is_fused(n, device) };
+        assert!(fused, "N={n} real {real}: the fused convolution does not run");
+        let (tw_re, tw_im) = ButterflyInit::RandomUnitary { seed: 40 + case as u64 }.twiddles(size_fft);
+        let shape = [size_fft.trailing_zeros() as usize, size_fft / 2, 2, 2];
         let tw = |v: Vec<f64>| learned_fft::float_tensor::<B, 4>(v, shape, device);
         let (tw_re, tw_im) = (tw(tw_re), tw(tw_im));
         let seed = 1000 + 10 * case as u64;
@@ -386,17 +415,23 @@ fn fused_conv_matches_reference<B: ButterflyOps>(device: &B::Device) {
             with_bias.then(|| learned_fft::float_tensor::<B, 1>(normals(seed + 2, channels), [channels], device));
         let size = ConvSize { n, out_len: out };
         let run = |fused: bool| {
-            let args = (x.clone(), h.clone(), bias.clone(), tw_re.clone(), tw_im.clone());
-            host(if fused {
-                B::butterfly_conv(args.0, args.1, args.2, args.3, args.4, &perm, size)
-            } else {
-                fft_conv_reference(args.0, args.1, args.2, args.3, args.4, &perm, size)
+            let (x, h, b, re, im) = (x.clone(), h.clone(), bias.clone(), tw_re.clone(), tw_im.clone());
+            host(match (real, fused) {
+                (false, true) => B::butterfly_conv(x, h, b, re, im, &perm, size),
+                (false, false) => fft_conv_reference(x, h, b, re, im, &perm, size),
+                (true, true) => B::butterfly_conv_real(x, h, b, re, im, &perm, size),
+                (true, false) => fft_conv_real(x, h, b, re, im, &perm, size),
             })
         };
         let (got, want) = (run(true), run(false));
         assert_eq!(got.len(), batch * channels * out, "N={n}: output length");
         let err = rel_rms_real(&got, &want);
-        assert!(err <= CONV_REL_F32, "N={n} L={l} K={k} out={out} order {order} bias {with_bias}: rel RMS {err:e}");
+        assert!(
+            err <= CONV_REL_F32,
+            "N={n} real {real} L={l} K={k} out={out} order {order} bias {with_bias}: rel RMS {err:e}"
+        );
     }
 }
-on_cubecl!(fused_conv_matches_reference);
+
+/// A fused convolution's case: (n, l, k, out_len, channels, batch, order, bias).
+type ConvCase = (usize, usize, usize, usize, usize, usize, usize, bool);

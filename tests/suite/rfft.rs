@@ -88,6 +88,37 @@ fn check_rfft_vs_rustfft<B: ButterflyOps>(device: &B::Device, _tol: Tol) {
 }
 per_backend!(check_rfft_vs_rustfft);
 
+/// The fused rfft (CubeCL backends without autodiff: packed, transformed and split in one
+/// launch) equals the tensor-op path through the same butterfly, within 1e-5 relative (the
+/// kernels' bar against their twins: a few roundings of 6e-8 per stage), for Haar-random
+/// butterflies (not only the DFT) with each kind of input order, m = 2 … 4096 (the largest a
+/// 32 KiB cube holds in f32) and a row count that is not a power of two.
+fn fused_rfft_matches_reference<B: ButterflyOps>(device: &B::Device) {
+    use learned_fft::ops::butterfly::rfft_reference;
+    use learned_fft::Permutation;
+    for (case, m) in [2usize, 4, 32, 256, 1024, 4096].into_iter().enumerate() {
+        let n = 2 * m;
+        assert!(B::butterfly_conv_real_is_fused(n, device), "m = {m}: the fused rfft does not run");
+        let perm = match case % 3 {
+            0 => Permutation::BitReversal,
+            1 => Permutation::Identity,
+            _ => Permutation::gather(shuffled(m, case as u64)).unwrap(),
+        };
+        let (tw_re, tw_im) = ButterflyInit::RandomUnitary { seed: 70 + case as u64 }.twiddles(m);
+        let shape = [m.trailing_zeros() as usize, m / 2, 2, 2];
+        let tw = |v: Vec<f64>| learned_fft::float_tensor::<B, 4>(v, shape, device);
+        let (tw_re, tw_im) = (tw(tw_re), tw(tw_im));
+        let rows = 5;
+        let x = tensor2::<B>(&normals(500 + case as u64, rows * n), rows, n, device);
+        let (fr, fi) = B::butterfly_rfft(x.clone(), tw_re.clone(), tw_im.clone(), &perm);
+        let (rr, ri) = rfft_reference(x, tw_re, tw_im, &perm);
+        assert_eq!(fr.dims(), [rows, m + 1], "m = {m}: shape");
+        let err = rel_rms(&complex(&host(fr), &host(fi)), &complex(&host(rr), &host(ri)));
+        assert!(err <= 1e-5, "m = {m}, order {}: rel RMS {err:e}", case % 3);
+    }
+}
+on_cubecl!(fused_rfft_matches_reference);
+
 /// The loss `L = Σ a·re + b·im + ½ Σ c·(re² + im²)` of a pair `(re, im)`, as a tensor.
 fn quadratic<B: burn::tensor::backend::Backend>(
     re: Tensor<B, 2>,
@@ -230,6 +261,44 @@ fn rfft_on_wgpu_equals_the_cpu() {
         for (what, a, b) in [("rfft", &cpu.0, &gpu.0), ("irfft", &cpu.1, &gpu.1), ("d/dx", &cpu.2, &gpu.2)] {
             let err = rel_rms_real(b, a);
             assert!(err <= 1e-5, "m = {m}, {what}: wgpu against ndarray, rel RMS {err:e}");
+        }
+    }
+}
+
+/// The split and merge steps alone, `ButterflyOps::rfft_split` and `rfft_merge` (fused on wgpu
+/// with their adjoints as backward), and the gradient into their inputs of `Σ g·out`, against
+/// ndarray's tensor ops and their autodiff gradient: within 1e-5 relative (the kernels' bar),
+/// m = 2 … 1024, so the self-paired entries (k = 0 and k = m/2) and the inner pairs are each
+/// checked both ways.
+#[test]
+fn split_and_merge_on_wgpu_equal_the_cpu() {
+    let Some(wgpu) = wgpu_device() else { return };
+    fn run<B: ButterflyOps + burn::tensor::backend::AutodiffBackend>(
+        m: usize,
+        merge: bool,
+        device: &B::Device,
+    ) -> Vec<f64> {
+        let (cols_in, cols_out) = if merge { (m + 1, m) } else { (m, m + 1) };
+        let seed = 10 * m as u64 + merge as u64;
+        let input = |s: u64| tensor2::<B>(&normals(s, BATCH * cols_in), BATCH, cols_in, device).require_grad();
+        let (re, im) = (input(seed), input(seed + 1));
+        let (yr, yi) =
+            if merge { B::rfft_merge(re.clone(), im.clone()) } else { B::rfft_split(re.clone(), im.clone()) };
+        let weights = |s: u64| tensor2::<B>(&normals(s, BATCH * cols_out), BATCH, cols_out, device);
+        let loss = (weights(seed + 2) * yr.clone() + weights(seed + 3) * yi.clone()).sum();
+        let grads = loss.backward();
+        let mut all = host(yr);
+        all.extend(host(yi));
+        all.extend(host(re.grad(&grads).unwrap()));
+        all.extend(host(im.grad(&grads).unwrap()));
+        all
+    }
+    for m in [2usize, 4, 64, 1024] {
+        for merge in [false, true] {
+            let cpu = run::<Autodiff<NdArrayBackend<f32>>>(m, merge, &Default::default());
+            let gpu = run::<Autodiff<WgpuBackend>>(m, merge, &wgpu);
+            let err = rel_rms_real(&gpu, &cpu);
+            assert!(err <= 1e-5, "m = {m}, merge {merge}: wgpu against ndarray, rel RMS {err:e}");
         }
     }
 }

@@ -213,7 +213,8 @@ impl<B: ButterflyOps> Butterfly<B> {
     /// The transform of real signals of 2N samples through this butterfly of size N, their
     /// half-size member: the N + 1 bins `0 … N` (the rest follow from conjugate symmetry).
     /// Even and odd samples are packed as one complex vector of N, transformed, and split
-    /// (the standard rfft step, as tensor ops), half the butterfly work of
+    /// (the standard rfft step; [`ButterflyOps::butterfly_rfft`]: fused on wgpu and CUDA
+    /// without autodiff, tensor ops elsewhere), half the butterfly work of
     /// [`forward_real`](Self::forward_real) on a butterfly of size 2N. When the layer is the
     /// unitary DFT of size N this is the unitary DFT of size 2N, numpy's
     /// `rfft(x, norm="ortho")`.
@@ -227,7 +228,7 @@ impl<B: ButterflyOps> Butterfly<B> {
     pub fn rfft<const D: usize>(&self, x: Tensor<B, D>) -> Result<(Tensor<B, D>, Tensor<B, D>)> {
         let op = "butterfly.rfft";
         let (x, dims) = self.real_rows(op, x, ("2N", 2 * self.n))?;
-        let (xr, xi) = rfft::forward(x, |re, im| self.apply_rows(re, im));
+        let (xr, xi) = B::butterfly_rfft(x, self.twiddle_re.val(), self.twiddle_im.val(), &self.permutation);
         Ok((xr.reshape(with_last(dims, self.n + 1)), xi.reshape(with_last(dims, self.n + 1))))
     }
 

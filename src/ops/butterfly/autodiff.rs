@@ -20,8 +20,9 @@ use burn::tensor::ops::FloatTensor;
 use burn::tensor::{Tensor, TensorPrimitive};
 use burn_cubecl::{element::BoolElement, CubeBackend, CubeRuntime, FloatElement, IntElement};
 
+use super::kernel::real::PairMap;
 use super::kernel::InputOrder;
-use super::{butterfly_forward_reference, kernel, ButterflyOps, Permutation};
+use super::{butterfly_forward_reference, kernel, rfft, ButterflyOps, Permutation};
 use crate::ops::autodiff::record_fused;
 use crate::ops::cubecl::split_packed;
 
@@ -139,4 +140,82 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement, C: Checkpo
     fn butterfly_is_fused(n: usize, device: &Self::Device) -> bool {
         CubeBackend::<R, F, I, BT>::butterfly_is_fused(n, device)
     }
+
+    fn rfft_split(zr: Tensor<Self, 2>, zi: Tensor<Self, 2>) -> (Tensor<Self, 2>, Tensor<Self, 2>) {
+        match tracked_pair_map::<R, F, I, BT, C>(zr, zi, PairMap::Split) {
+            Ok(out) => out,
+            Err((zr, zi)) => rfft::split(zr, zi),
+        }
+    }
+
+    fn rfft_merge(xr: Tensor<Self, 2>, xi: Tensor<Self, 2>) -> (Tensor<Self, 2>, Tensor<Self, 2>) {
+        match tracked_pair_map::<R, F, I, BT, C>(xr, xi, PairMap::Merge) {
+            Ok(out) => out,
+            Err((xr, xi)) => rfft::merge(xr, xi),
+        }
+    }
 }
+
+/// The backward of a fused pair map (the rfft's split or merge step, linear maps of rows): the
+/// adjoint map of the output's gradient, one launch.
+#[derive(Debug)]
+struct PairMapBackward {
+    adjoint: PairMap,
+    m: usize,
+}
+
+impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> Backward<CubeBackend<R, F, I, BT>, 2>
+    for PairMapBackward
+{
+    type State = ();
+
+    fn backward(self, ops: Ops<Self::State, 2>, grads: &mut Gradients, _checkpointer: &mut Checkpointer) {
+        type B<R, F, I, BT> = CubeBackend<R, F, I, BT>;
+        let grad = Tensor::<B<R, F, I, BT>, 3>::from_primitive(TensorPrimitive::Float(
+            grads.consume::<B<R, F, I, BT>>(&ops.node),
+        ));
+        let [_, rows, len] = grad.dims();
+        let (gr, gi) = split_packed(grad, rows, len);
+        let packed = kernel::real::pair_map::<R, F>(
+            gr.into_primitive().tensor(),
+            gi.into_primitive().tensor(),
+            self.m,
+            self.adjoint,
+        );
+        let in_len = self.adjoint.lengths(self.m).1;
+        let (xr, xi) =
+            split_packed(Tensor::<B<R, F, I, BT>, 3>::from_primitive(TensorPrimitive::Float(packed)), rows, in_len);
+        for (node, grad) in ops.parents.into_iter().zip([xr, xi]) {
+            if let Some(node) = node {
+                grads.register::<B<R, F, I, BT>>(node.id, grad.into_primitive().tensor());
+            }
+        }
+    }
+}
+
+/// `map` (the split or the merge) of rows `(re, im)` through the fused pair kernel, recorded
+/// with its adjoint as the backward; `Err` with the inputs where their shapes are not the map's.
+#[allow(clippy::type_complexity)]
+fn tracked_pair_map<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement, C: CheckpointStrategy>(
+    re: Tensor<Autodiff<CubeBackend<R, F, I, BT>, C>, 2>,
+    im: Tensor<Autodiff<CubeBackend<R, F, I, BT>, C>, 2>,
+    map: PairMap,
+) -> Result<Pair<Autodiff<CubeBackend<R, F, I, BT>, C>>, Pair<Autodiff<CubeBackend<R, F, I, BT>, C>>> {
+    let [rows, len] = re.dims();
+    let (m, adjoint) = match map {
+        PairMap::Split => (len, PairMap::SplitAdjoint),
+        _ => (len.saturating_sub(1), PairMap::MergeAdjoint),
+    };
+    if !m.is_power_of_two() || m < 2 || im.dims() != [rows, len] || rows == 0 {
+        return Err((re, im));
+    }
+    let inputs = [re.into_primitive().tensor(), im.into_primitive().tensor()];
+    let packed = record_fused::<CubeBackend<R, F, I, BT>, C, _, 2>(PairMapBackward { adjoint, m }, inputs, |[r, i]| {
+        (kernel::real::pair_map::<R, F>(r, i, m, map), ())
+    });
+    let packed = Tensor::<Autodiff<CubeBackend<R, F, I, BT>, C>, 3>::from_primitive(TensorPrimitive::Float(packed));
+    Ok(split_packed(packed, rows, map.lengths(m).1))
+}
+
+/// Real and imaginary parts.
+type Pair<B> = (Tensor<B, 2>, Tensor<B, 2>);

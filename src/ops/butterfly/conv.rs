@@ -24,7 +24,7 @@
 
 use burn::tensor::{backend::Backend, Tensor};
 
-use super::rfft;
+use super::{rfft, ButterflyOps};
 use crate::tensors::full;
 
 /// `x` `[batch, channels, L]` zero-padded to `[batch, channels, n]`.
@@ -78,7 +78,7 @@ fn crop_and_bias<B: Backend>(y: Tensor<B, 3>, out_len: usize, bias: Option<Tenso
 
 /// The FFT convolution through `half_fft`, the butterfly of size `n / 2` on `[rows, n / 2]`
 /// (re, im) pairs: rfft, the product of the M + 1 bins, irfft (see the module docs). `n ≥ 4`.
-pub(crate) fn real_composed<B: Backend>(
+pub(crate) fn real_composed<B: ButterflyOps>(
     x: Tensor<B, 3>,
     weight: Tensor<B, 2>,
     bias: Option<Tensor<B, 1>>,

@@ -133,6 +133,60 @@ pub trait ButterflyOps: Backend {
     fn butterfly_conv_is_fused(_n: usize, _device: &Self::Device) -> bool {
         false
     }
+
+    /// The rfft's split step (`rfft.rs`): from `Z = G z` `[rows, m]` (re, im; m a power of two
+    /// ≥ 2) to the `m + 1` bins `[rows, m + 1]` of the transform of size 2m. Default: tensor ops
+    /// (their gradient from Burn's autodiff); on wgpu and CUDA one launch, with and without
+    /// autodiff (the backward one launch of its adjoint).
+    fn rfft_split(zr: Tensor<Self, 2>, zi: Tensor<Self, 2>) -> (Tensor<Self, 2>, Tensor<Self, 2>) {
+        rfft::split(zr, zi)
+    }
+
+    /// The rfft's merge step, the inverse of [`rfft_split`](Self::rfft_split): from the `m + 1`
+    /// bins `[rows, m + 1]` to `√2 · Z` `[rows, m]`, the imaginary parts of bins 0 and m dropped.
+    /// Default: tensor ops; on wgpu and CUDA one launch (and one for the backward).
+    fn rfft_merge(xr: Tensor<Self, 2>, xi: Tensor<Self, 2>) -> (Tensor<Self, 2>, Tensor<Self, 2>) {
+        rfft::merge(xr, xi)
+    }
+
+    /// The transform of real rows `x` `[rows, 2m]` through this butterfly of size `m` (`tw_*`
+    /// `[log2 m, m/2, 2, 2]`, `perm` of size m): packed as m complex values, transformed, split
+    /// into the `m + 1` bins `[rows, m + 1]` (re, im), the unitary rfft of size 2m when the
+    /// butterfly is the unitary DFT of m (see `rfft.rs`). Default: [`rfft_reference`], tensor
+    /// ops around [`butterfly`](Self::butterfly), whose gradient comes from Burn's autodiff; CubeCL
+    /// backends without autodiff run it fused (one launch after the twiddles' relay). The
+    /// caller checks the shapes (`m ≥ 2`).
+    fn butterfly_rfft(
+        x: Tensor<Self, 2>,
+        tw_re: Tensor<Self, 4>,
+        tw_im: Tensor<Self, 4>,
+        perm: &Permutation,
+    ) -> (Tensor<Self, 2>, Tensor<Self, 2>) {
+        rfft_reference(x, tw_re, tw_im, perm)
+    }
+
+    /// The FFT convolution of real signals through this butterfly of half the FFT size (rfft,
+    /// the product of the `n/2 + 1` bins, irfft; `conv.rs`), shapes as [`fft_conv_real`].
+    /// Default: that tensor-op path, whose gradient comes from Burn's autodiff; CubeCL backends
+    /// without autodiff run it fused (three launches, the split and merge steps on-chip).
+    fn butterfly_conv_real(
+        x: Tensor<Self, 3>,
+        weight: Tensor<Self, 2>,
+        bias: Option<Tensor<Self, 1>>,
+        tw_re: Tensor<Self, 4>,
+        tw_im: Tensor<Self, 4>,
+        perm: &Permutation,
+        size: ConvSize,
+    ) -> Tensor<Self, 3> {
+        fft_conv_real(x, weight, bias, tw_re, tw_im, perm, size)
+    }
+
+    /// Whether [`butterfly_conv_real`](Self::butterfly_conv_real) and
+    /// [`butterfly_rfft`](Self::butterfly_rfft) take the fused kernels for the FFT size `n` (a
+    /// butterfly of `n / 2`) on `device` (false for the reference backends and under `Autodiff`).
+    fn butterfly_conv_real_is_fused(_n: usize, _device: &Self::Device) -> bool {
+        false
+    }
 }
 
 /// The sizes of an FFT convolution: the transform's size `n` (a power of two, the butterfly's)
@@ -167,6 +221,24 @@ pub fn fft_conv_reference<B: ButterflyOps>(
     conv::composed(x, weight, bias, size.n, size.out_len, |re, im| {
         B::butterfly(re, im, tw_re.clone(), tw_im.clone(), perm)
     })
+}
+
+/// The transform of real rows `x` `[rows, 2m]` through the butterfly of size m as tensor ops
+/// around `B`'s own butterfly (fused where it has kernels): packed as m complex values,
+/// transformed, split into the `m + 1` bins (re, im) `[rows, m + 1]` (see
+/// [`ButterflyOps::butterfly_rfft`]); its gradient comes from Burn's autodiff.
+///
+/// # Shapes
+/// - `x`: `[rows, 2m]`, `m ≥ 2`
+/// - `tw_re`, `tw_im`: `[log2 m, m/2, 2, 2]`; `perm` of size m
+/// - returns `(re, im)`, each `[rows, m + 1]`
+pub fn rfft_reference<B: ButterflyOps>(
+    x: Tensor<B, 2>,
+    tw_re: Tensor<B, 4>,
+    tw_im: Tensor<B, 4>,
+    perm: &Permutation,
+) -> (Tensor<B, 2>, Tensor<B, 2>) {
+    rfft::forward(x, |re, im| B::butterfly(re, im, tw_re.clone(), tw_im.clone(), perm))
 }
 
 /// The FFT convolution of real signals through the butterfly of half the FFT size: rfft, the

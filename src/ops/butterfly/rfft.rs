@@ -11,11 +11,16 @@
 //! `O[k] = W^−k (X[k] − conj X[M−k]) / 2`, then `z = √2 · G⁻¹ Z`, which for a unitary G is
 //! `√2 · conj(G conj Z)`. So one butterfly serves both directions, as in the FFT convolution.
 //!
+//! The split and merge steps run through [`ButterflyOps::rfft_split`] and
+//! [`ButterflyOps::rfft_merge`]: these tensor ops by default, one fused launch (and one for the
+//! adjoint in the backward) on wgpu and CUDA.
+//!
 //! The butterfly then does half the work of a complex transform of size N with a zero imaginary
 //! part: (N/2)·log2(N/2) blocks against N/2·log2 N for each of N/2 pairs, plus O(N) here.
 
 use burn::tensor::{backend::Backend, Tensor};
 
+use super::ButterflyOps;
 use crate::tensors::float_tensor;
 
 /// `exp(∓2πi k / n)` for k in `0..count`, as `[1, count]` rows (re, im); `sign` is −1 for the
@@ -52,7 +57,7 @@ fn unpack<B: Backend>(re: Tensor<B, 2>, im: Tensor<B, 2>) -> Tensor<B, 2> {
 
 /// The split step: from `Z = G z` (`[rows, m]` each, m ≥ 2) to the `m + 1` bins of the
 /// transform of size 2m (see the module docs).
-fn split<B: Backend>(zr: Tensor<B, 2>, zi: Tensor<B, 2>) -> (Tensor<B, 2>, Tensor<B, 2>) {
+pub(crate) fn split<B: Backend>(zr: Tensor<B, 2>, zi: Tensor<B, 2>) -> (Tensor<B, 2>, Tensor<B, 2>) {
     let m = zr.dims()[1];
     let device = zr.device();
     let (ar, rr) = with_mirror(zr);
@@ -72,7 +77,7 @@ fn split<B: Backend>(zr: Tensor<B, 2>, zi: Tensor<B, 2>) -> (Tensor<B, 2>, Tenso
 /// signal's transform to `√2 · Z` `[rows, m]`, so that `G⁻¹` of it is the packed signal. The
 /// imaginary parts of bins 0 and m are dropped, as numpy's and torch's `irfft` drop them (a real
 /// signal's are zero).
-fn merge<B: Backend>(xr: Tensor<B, 2>, xi: Tensor<B, 2>) -> (Tensor<B, 2>, Tensor<B, 2>) {
+pub(crate) fn merge<B: Backend>(xr: Tensor<B, 2>, xi: Tensor<B, 2>) -> (Tensor<B, 2>, Tensor<B, 2>) {
     let m = xr.dims()[1] - 1;
     let device = xr.device();
     let inner = |t: Tensor<B, 2>| t.narrow(1, 1, m - 1);
@@ -94,23 +99,23 @@ fn merge<B: Backend>(xr: Tensor<B, 2>, xi: Tensor<B, 2>) -> (Tensor<B, 2>, Tenso
 /// The transform of real rows `[rows, 2m]` through `fft`, a butterfly of size m on `[rows, m]`
 /// (re, im) pairs: packed, transformed, split into the `m + 1` bins `[rows, m + 1]` (unitary of
 /// size 2m when `fft` is the unitary DFT of m).
-pub(crate) fn forward<B: Backend>(
+pub(crate) fn forward<B: ButterflyOps>(
     x: Tensor<B, 2>,
     fft: impl Fn(Tensor<B, 2>, Tensor<B, 2>) -> (Tensor<B, 2>, Tensor<B, 2>),
 ) -> (Tensor<B, 2>, Tensor<B, 2>) {
     let (zr, zi) = pack(x);
     let (zr, zi) = fft(zr, zi);
-    split(zr, zi)
+    B::rfft_split(zr, zi)
 }
 
 /// The inverse of [`forward`] through the same `fft`: the bins `[rows, m + 1]` merged, through
 /// `G⁻¹ z = conj(G conj z)`, unpacked to `[rows, 2m]` real samples.
-pub(crate) fn inverse<B: Backend>(
+pub(crate) fn inverse<B: ButterflyOps>(
     xr: Tensor<B, 2>,
     xi: Tensor<B, 2>,
     fft: impl Fn(Tensor<B, 2>, Tensor<B, 2>) -> (Tensor<B, 2>, Tensor<B, 2>),
 ) -> Tensor<B, 2> {
-    let (zr, zi) = merge(xr, xi);
+    let (zr, zi) = B::rfft_merge(xr, xi);
     let (zr, zi) = fft(zr, zi.neg());
     unpack(zr, zi.neg())
 }

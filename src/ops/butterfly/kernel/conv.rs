@@ -119,7 +119,7 @@ fn load_real<F: Float>(
 /// Every stage of the butterfly on the row in registers: from the first group's layout to the
 /// last group's, the twiddles read from vector `base` on in the relaid table.
 #[cube]
-fn transform<F: Float>(
+pub(super) fn transform<F: Float>(
     shared: &mut SharedSplit<F>,
     regs: &mut SplitArray<F>,
     twiddles: &Array<Quad<F>>,
@@ -147,13 +147,37 @@ fn permute_result<F: Float>(
     order: &Array<u32>,
     #[comptime] cfg: RadixConfig,
 ) {
+    store_result(shared, regs, cfg);
+    sync_cube();
+    gather_permuted(shared, regs, order, cfg);
+}
+
+/// The transform's result (the last group's registers) to shared memory in natural order:
+/// element `i` at slot `swizzled(i)`. The caller syncs before reading it.
+#[cube]
+pub(super) fn store_result<F: Float>(
+    shared: &mut SharedSplit<F>,
+    regs: &mut SplitArray<F>,
+    #[comptime] cfg: RadixConfig,
+) {
+    let last = comptime![cfg.groups() - 1];
+    let slot_last = swizzled(deposit_thread(UNIT_POS_X as usize, cfg, last), cfg);
+    move_group(shared, regs, slot_last, comptime![0usize], cfg, last, false);
+}
+
+/// The row in shared memory (element `i` at slot `swizzled(i)`) into the first group's
+/// registers, permuted as a transform takes its input: the register of cube index `i` gets
+/// element `g[i]`. Ends before a barrier: the caller syncs before shared memory is written.
+#[cube]
+pub(super) fn gather_permuted<F: Float>(
+    shared: &SharedSplit<F>,
+    regs: &mut SplitArray<F>,
+    order: &Array<u32>,
+    #[comptime] cfg: RadixConfig,
+) {
     let log_n = comptime![cfg.log_n];
     let threads = comptime![cfg.threads()];
-    let last = comptime![cfg.groups() - 1];
     let t = UNIT_POS_X as usize;
-    let slot_last = swizzled(deposit_thread(t, cfg, last), cfg);
-    move_group(shared, regs, slot_last, comptime![0usize], cfg, last, false);
-    sync_cube();
     let r = comptime![1usize << cfg.group(0).1];
     let base_t = deposit_thread(t, cfg, comptime![0usize]);
     let slot_t = swizzled(base_t, cfg);
@@ -175,10 +199,11 @@ fn permute_result<F: Float>(
     }
 }
 
-/// Where [`conv_taps_kernel`] reads and writes: `taps_len` taps per channel, the spectrum's
-/// imaginary parts from `plane` on.
+/// Where [`conv_taps_kernel`] reads and writes: `channels` rows of `taps_len` taps, the
+/// spectrum's imaginary parts from `plane` on.
 #[derive(CubeLaunch, CubeType)]
 struct TapsLayout {
+    channels: u32,
     taps_len: u32,
     plane: u32,
 }
@@ -191,11 +216,12 @@ struct Filter<F: Float> {
     bias: Array<F>,
 }
 
-/// [`conv_kernel`]'s rows: `channels` per batch item, `length` samples in, `out_len` out, the
+/// [`conv_kernel`]'s rows: `rows` in all, `channels` per batch item, `length` samples in, `out_len` out, the
 /// spectrum's imaginary plane at `plane`, and `reload` (zero, which the compiler cannot see)
 /// as the second transform's twiddle base.
 #[derive(CubeLaunch, CubeType)]
 struct RowLayout {
+    rows: u32,
     channels: u32,
     length: u32,
     out_len: u32,
@@ -225,6 +251,10 @@ fn conv_taps_kernel<F: Float>(
     let mut shared = SharedSplit::<F> { re: SharedMemory::<F>::new(n), im: SharedMemory::<F>::new(n) };
     let mut regs = SplitArray::<F> { re: Array::<F>::new(elems), im: Array::<F>::new(elems) };
     let c = CUBE_POS;
+    // The grid may hold a few cubes more than rows (`grid`); a whole cube leaves at once.
+    if c >= layout.channels as usize {
+        terminate!();
+    }
     let t = UNIT_POS_X as usize;
     let len = layout.taps_len as usize;
     load_real(taps, c * len, len, order, &mut shared, &mut regs, rc);
@@ -263,6 +293,9 @@ fn conv_kernel<F: Float>(
     let mut shared = SharedSplit::<F> { re: SharedMemory::<F>::new(n), im: SharedMemory::<F>::new(n) };
     let mut regs = SplitArray::<F> { re: Array::<F>::new(elems), im: Array::<F>::new(elems) };
     let row = CUBE_POS;
+    if row >= rows.rows as usize {
+        terminate!();
+    }
     let c = row % channels as usize;
     let t = UNIT_POS_X as usize;
     let len = length as usize;
@@ -350,7 +383,8 @@ pub(crate) fn fft_conv<R: CubeRuntime, F: FloatElement>(
     // cover the row exactly (shared-memory slots below N: the swizzle permutes the lowest five
     // bits); reads of the taps and the row are masked by their lengths, twiddle reads stay within
     // the relaid table (log2 N · N/2 blocks of two quads), table reads within its 2N words,
-    // spectrum reads and writes within channels · N per part.
+    // spectrum reads and writes within channels · N per part; cubes past the last row or
+    // channel leave before touching anything.
     unsafe {
         conv_taps_kernel::launch_unchecked::<F, R>(
             &client,
@@ -360,7 +394,7 @@ pub(crate) fn fft_conv<R: CubeRuntime, F: FloatElement>(
             order.table.clone().into_array_arg(),
             tables.clone().into_array_arg(),
             spectrum.clone().into_array_arg(),
-            TapsLayoutLaunch::new(taps as u32, plane),
+            TapsLayoutLaunch::new(channels as u32, taps as u32, plane),
             InputScalar::new((n as f64).sqrt(), F::dtype()),
             cfg,
         );
@@ -373,7 +407,14 @@ pub(crate) fn fft_conv<R: CubeRuntime, F: FloatElement>(
             order.table.clone().into_array_arg(),
             tables.into_array_arg(),
             output.clone().into_array_arg(),
-            RowLayoutLaunch::new(channels as u32, length as u32, out_len as u32, plane, 0u32),
+            RowLayoutLaunch::new(
+                (batch * channels) as u32,
+                channels as u32,
+                length as u32,
+                out_len as u32,
+                plane,
+                0u32,
+            ),
             cfg,
         );
     }

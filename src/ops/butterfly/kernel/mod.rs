@@ -34,6 +34,7 @@ mod columns;
 pub(crate) mod conv;
 mod forward;
 pub(crate) mod radix;
+pub(crate) mod real;
 mod tangent;
 
 pub use backward::backward;
