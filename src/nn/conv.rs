@@ -22,6 +22,10 @@
 //! relaid, the taps transformed, every channel convolved), elsewhere (and under autodiff, where
 //! the gradient is recorded) the tensor-op reference
 //! ([`crate::ops::butterfly::fft_conv_reference`], [`crate::ops::butterfly::fft_conv_real`]).
+//! Through rfft with a frozen FFT, training on wgpu and CUDA runs the fused kernels too: the
+//! backward is the convolution's adjoint (correlations with the taps and with the signal) through
+//! the same kernels, four launches, exact for the exact FFT and within a checkpoint's own error
+//! for a trained one.
 //!
 //! Where the FFT comes from is [`FftSource`]: the exact FFT or a shipped checkpoint, both frozen
 //! (no gradient, never updated by an optimiser), or a learnable butterfly started at the exact FFT.
@@ -258,9 +262,9 @@ impl<B: ButterflyOps> FftConv1d<B> {
                 format!("[{batch}, {channels}, {length}]"),
             ));
         }
-        // Fused on CubeCL backends without autodiff, the tensor-op reference (with its autodiff
-        // gradient) elsewhere: `ButterflyOps::butterfly_conv`, or `butterfly_conv_real` through
-        // the half-size butterfly.
+        // Fused on CubeCL backends without autodiff (and through rfft with a frozen FFT under
+        // autodiff too), the tensor-op reference (with its autodiff gradient) elsewhere:
+        // `ButterflyOps::butterfly_conv`, or `butterfly_conv_real` through the half-size butterfly.
         let conv = if self.rfft { B::butterfly_conv_real } else { B::butterfly_conv };
         Ok(conv(
             x,

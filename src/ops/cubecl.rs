@@ -35,6 +35,42 @@ pub(crate) fn empties<R: CubeRuntime, F: FloatElement, const K: usize>(
     })
 }
 
+/// A constant table (`values`, computed in f64 on the host, stored as `F`) on `like`'s device,
+/// uploaded once per (runtime, device, float type, `name`, `n`) and shared by every later call:
+/// such tables depend on nothing else, and an upload per launch is a host-to-device copy on
+/// every forward and backward of a small, launch-bound op. The tables are a few KiB each (one
+/// per size in use) and live as long as the process.
+pub(crate) fn cached_table<R: CubeRuntime, F: FloatElement>(
+    name: &'static str,
+    n: usize,
+    like: &CubeTensor<R>,
+    values: impl FnOnce() -> Vec<f64>,
+) -> CubeTensor<R> {
+    use cubecl::device::Device as _;
+    use std::any::{Any, TypeId};
+    use std::collections::HashMap;
+    use std::sync::{LazyLock, Mutex};
+    type Key = (TypeId, TypeId, cubecl::device::DeviceId, &'static str, usize);
+    static TABLES: LazyLock<Mutex<HashMap<Key, Box<dyn Any + Send + Sync>>>> = LazyLock::new(Default::default);
+
+    let key = (TypeId::of::<R>(), TypeId::of::<F>(), like.device.to_id(), name, n);
+    // The map holds no invariant a panicking thread could break.
+    let mut tables = TABLES.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    if let Some(table) = tables.get(&key).and_then(|t| t.downcast_ref::<CubeTensor<R>>()) {
+        return table.clone();
+    }
+    let values: Vec<F> = values().into_iter().map(F::from_elem).collect();
+    let table = CubeTensor::new_contiguous(
+        like.client.clone(),
+        like.device.clone(),
+        Shape::from(vec![values.len()]),
+        like.client.create_from_slice(F::as_bytes(&values)),
+        F::dtype(),
+    );
+    tables.insert(key, Box::new(table.clone()));
+    table
+}
+
 /// Division of `u32` numerators below 2^31 by a divisor `d ≥ 1` known only at launch, as a
 /// multiply-high, an add and a shift (Granlund and Montgomery's round-up method): with
 /// `l = ⌈log2 d⌉` and `m = ⌊2^32 (2^l − d) / d⌋ + 1`, `n / d = (mulhi(n, m) + n) >> l`. A GPU has no

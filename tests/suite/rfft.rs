@@ -92,11 +92,12 @@ per_backend!(check_rfft_vs_rustfft);
 /// launch) equals the tensor-op path through the same butterfly, within 1e-5 relative (the
 /// kernels' bar against their twins: a few roundings of 6e-8 per stage), for Haar-random
 /// butterflies (not only the DFT) with each kind of input order, m = 2 … 4096 (the largest a
-/// 32 KiB cube holds in f32) and a row count that is not a power of two.
+/// 32 KiB cube holds in f32), and 5 and 300 rows: the cubes hold several rows where M is
+/// small, so part of one cube, and several cubes with part of the last.
 fn fused_rfft_matches_reference<B: ButterflyOps>(device: &B::Device) {
     use learned_fft::ops::butterfly::rfft_reference;
     use learned_fft::Permutation;
-    for (case, m) in [2usize, 4, 32, 256, 1024, 4096].into_iter().enumerate() {
+    for (case, m) in [2usize, 4, 32, 128, 256, 1024, 4096].into_iter().enumerate() {
         let n = 2 * m;
         assert!(B::butterfly_conv_real_is_fused(n, device), "m = {m}: the fused rfft does not run");
         let perm = match case % 3 {
@@ -108,13 +109,16 @@ fn fused_rfft_matches_reference<B: ButterflyOps>(device: &B::Device) {
         let shape = [m.trailing_zeros() as usize, m / 2, 2, 2];
         let tw = |v: Vec<f64>| learned_fft::float_tensor::<B, 4>(v, shape, device);
         let (tw_re, tw_im) = (tw(tw_re), tw(tw_im));
-        let rows = 5;
-        let x = tensor2::<B>(&normals(500 + case as u64, rows * n), rows, n, device);
-        let (fr, fi) = B::butterfly_rfft(x.clone(), tw_re.clone(), tw_im.clone(), &perm);
-        let (rr, ri) = rfft_reference(x, tw_re, tw_im, &perm);
-        assert_eq!(fr.dims(), [rows, m + 1], "m = {m}: shape");
-        let err = rel_rms(&complex(&host(fr), &host(fi)), &complex(&host(rr), &host(ri)));
-        assert!(err <= 1e-5, "m = {m}, order {}: rel RMS {err:e}", case % 3);
+        // A cube holds up to 4096 / M rows: 5 rows are part of one, 300 fill some and leave a
+        // part of the last (up to M = 2048).
+        for rows in [5, 300] {
+            let x = tensor2::<B>(&normals(500 + case as u64, rows * n), rows, n, device);
+            let (fr, fi) = B::butterfly_rfft(x.clone(), tw_re.clone(), tw_im.clone(), &perm);
+            let (rr, ri) = rfft_reference(x, tw_re.clone(), tw_im.clone(), &perm);
+            assert_eq!(fr.dims(), [rows, m + 1], "m = {m}: shape");
+            let err = rel_rms(&complex(&host(fr), &host(fi)), &complex(&host(rr), &host(ri)));
+            assert!(err <= 1e-5, "m = {m}, order {}, {rows} rows: rel RMS {err:e}", case % 3);
+        }
     }
 }
 on_cubecl!(fused_rfft_matches_reference);

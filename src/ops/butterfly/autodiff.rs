@@ -20,9 +20,10 @@ use burn::tensor::ops::FloatTensor;
 use burn::tensor::{Tensor, TensorPrimitive};
 use burn_cubecl::{element::BoolElement, CubeBackend, CubeRuntime, FloatElement, IntElement};
 
+use super::cubecl::conv_shapes_fit;
 use super::kernel::real::PairMap;
 use super::kernel::InputOrder;
-use super::{butterfly_forward_reference, kernel, rfft, ButterflyOps, Permutation};
+use super::{butterfly_forward_reference, fft_conv_real, kernel, rfft, ButterflyOps, ConvSize, Permutation};
 use crate::ops::autodiff::record_fused;
 use crate::ops::cubecl::split_packed;
 
@@ -141,6 +142,46 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement, C: Checkpo
         CubeBackend::<R, F, I, BT>::butterfly_is_fused(n, device)
     }
 
+    /// Fused (the forward's kernels, and the same kernels for the backward: `FusedConvRealBackward`)
+    /// where the FFT is frozen; with a learnable FFT the tensor ops, which also give the
+    /// twiddles' gradient.
+    fn butterfly_conv_real(
+        x: Tensor<Self, 3>,
+        weight: Tensor<Self, 2>,
+        bias: Option<Tensor<Self, 1>>,
+        tw_re: Tensor<Self, 4>,
+        tw_im: Tensor<Self, 4>,
+        perm: &Permutation,
+        size: ConvSize,
+    ) -> Tensor<Self, 3> {
+        let ConvSize { n, out_len } = size;
+        let m = n / 2;
+        let frozen = !tw_re.is_require_grad() && !tw_im.is_require_grad();
+        let fused = frozen
+            && n >= 4
+            && conv_shapes_fit(&x, &weight, bias.as_ref(), (&tw_re, &tw_im), perm, size, m)
+            && CubeBackend::<R, F, I, BT>::butterfly_conv_real_is_fused(n, &x.device());
+        if !fused {
+            return fft_conv_real(x, weight, bias, tw_re, tw_im, perm, size);
+        }
+        let channels = weight.dims()[0];
+        let tw = (tw_re.inner().into_primitive().tensor(), tw_im.inner().into_primitive().tensor());
+        let inputs = [x.into_primitive().tensor(), weight.into_primitive().tensor()];
+        let op = FusedConvRealBackward { n };
+        let y = record_fused::<CubeBackend<R, F, I, BT>, C, _, 2>(op, inputs, |[x, weight]| {
+            let order = InputOrder::new(perm, m, &x);
+            let y =
+                kernel::real::fft_conv_real::<R, F>(x.clone(), weight.clone(), None, tw.clone(), &order, (n, out_len));
+            (y, (x, weight, tw, order))
+        });
+        let y = Tensor::<Self, 3>::from_primitive(TensorPrimitive::Float(y));
+        // The bias as a tensor op: its gradient is the output gradient's sum.
+        match bias {
+            Some(bias) => y + bias.reshape([1, channels, 1]),
+            None => y,
+        }
+    }
+
     fn rfft_split(zr: Tensor<Self, 2>, zi: Tensor<Self, 2>) -> (Tensor<Self, 2>, Tensor<Self, 2>) {
         match tracked_pair_map::<R, F, I, BT, C>(zr, zi, PairMap::Split) {
             Ok(out) => out,
@@ -152,6 +193,44 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement, C: Checkpo
         match tracked_pair_map::<R, F, I, BT, C>(xr, xi, PairMap::Merge) {
             Ok(out) => out,
             Err((xr, xi)) => rfft::merge(xr, xi),
+        }
+    }
+}
+
+/// The backward of the fused convolution of real signals with a frozen FFT: the signal's and
+/// the taps' gradients through the forward's kernels with the filters conjugated
+/// (`kernel::real::fft_conv_real_backward`), each only where its input is tracked.
+#[derive(Debug)]
+struct FusedConvRealBackward {
+    n: usize,
+}
+
+/// The forward's signal and taps, the FFT's twiddles and the input order.
+type ConvState<R, B> = (FloatTensor<B>, FloatTensor<B>, (FloatTensor<B>, FloatTensor<B>), InputOrder<R>);
+
+impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> Backward<CubeBackend<R, F, I, BT>, 2>
+    for FusedConvRealBackward
+{
+    type State = ConvState<R, CubeBackend<R, F, I, BT>>;
+
+    fn backward(self, ops: Ops<Self::State, 2>, grads: &mut Gradients, _checkpointer: &mut Checkpointer) {
+        type B<R, F, I, BT> = CubeBackend<R, F, I, BT>;
+        let (x, weight, tw, order) = ops.state;
+        let grad = grads.consume::<B<R, F, I, BT>>(&ops.node);
+        let [x_node, weight_node] = ops.parents;
+        let want = (x_node.is_some(), weight_node.is_some());
+        let (channels, taps) = (weight.meta.shape()[0], weight.meta.shape()[1]);
+        let (grad_x, grad_h) =
+            kernel::real::fft_conv_real_backward::<R, F>(grad, (x, weight), tw, &order, self.n, want);
+        if let (Some(node), Some(grad_x)) = (x_node, grad_x) {
+            grads.register::<B<R, F, I, BT>>(node.id, grad_x);
+        }
+        if let (Some(node), Some(grad_h)) = (weight_node, grad_h) {
+            // Per batch item → summed over the batch.
+            let grad_h = Tensor::<B<R, F, I, BT>, 3>::from_primitive(TensorPrimitive::Float(grad_h))
+                .sum_dim(0)
+                .reshape([channels, taps]);
+            grads.register::<B<R, F, I, BT>>(node.id, grad_h.into_primitive().tensor());
         }
     }
 }

@@ -203,7 +203,7 @@ pub(crate) fn pair_map<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolE
 
 /// Whether a convolution's operands have the shapes its fused kernels index by unchecked, for a
 /// butterfly of `fft_n` (`size.n`, or half of it on the rfft path).
-fn conv_shapes_fit<B: burn::tensor::backend::Backend>(
+pub(super) fn conv_shapes_fit<B: burn::tensor::backend::Backend>(
     x: &Tensor<B, 3>,
     weight: &Tensor<B, 2>,
     bias: Option<&Tensor<B, 1>>,

@@ -168,7 +168,10 @@ pub trait ButterflyOps: Backend {
     /// The FFT convolution of real signals through this butterfly of half the FFT size (rfft,
     /// the product of the `n/2 + 1` bins, irfft; `conv.rs`), shapes as [`fft_conv_real`].
     /// Default: that tensor-op path, whose gradient comes from Burn's autodiff; CubeCL backends
-    /// without autodiff run it fused (three launches, the split and merge steps on-chip).
+    /// without autodiff run it fused (three launches, the split and merge steps on-chip), and so
+    /// does `Autodiff` over them where the twiddles are not tracked (a frozen FFT), its backward
+    /// the convolution's adjoint through the same kernels (four launches, the taps' gradient
+    /// summed over the batch by a tensor op).
     fn butterfly_conv_real(
         x: Tensor<Self, 3>,
         weight: Tensor<Self, 2>,

@@ -142,3 +142,22 @@ impl<R: CubeRuntime> Split<R> {
         TwiddleTablesLaunch::new(self.re.clone().into_array_arg(), self.im.clone().into_array_arg())
     }
 }
+
+/// Shared-memory tree sum of `buf[j·threads + t]` over t, for j < 3; the sums end in
+/// `buf[j·threads]`.
+#[cube]
+pub(crate) fn tree_sum3<F: Float>(buf: &mut SharedMemory<F>, #[comptime] threads: usize) {
+    let t = UNIT_POS_X as usize;
+    #[unroll]
+    for level in 0..comptime![threads.trailing_zeros() as usize] {
+        let stride = comptime![threads >> (level + 1)];
+        if t < stride {
+            #[unroll]
+            for j in 0..3usize {
+                let other = buf[j * threads + t + stride];
+                buf[j * threads + t] += other;
+            }
+        }
+        sync_cube();
+    }
+}

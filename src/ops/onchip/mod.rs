@@ -5,7 +5,7 @@
 //! lives here.
 //!
 //! - [`blocks`]: input orders, bit reversal, split-complex pairs (a kernel input, shared
-//!   memory, registers), 2×2 twiddle blocks.
+//!   memory, registers), 2×2 twiddle blocks, shared-memory tree sums.
 //! - [`mapping`]: [`RadixConfig`], the host-side map of a cube's elements to threads, registers
 //!   and shared-memory slots.
 //! - [`stages`]: the `#[cube]` functions: groups of stages in registers, the swizzled
@@ -41,7 +41,11 @@ pub(crate) mod mapping;
 pub(crate) mod stages;
 
 pub(crate) use blocks::{
-    block_times, load_block, reverse_bits, Order, SharedSplit, Split, SplitArray, SplitInput, TwiddleTables, Twiddles,
+    block_times, load_block, reverse_bits, tree_sum3, Order, SharedSplit, Split, SplitArray, SplitInput, TwiddleTables,
+    Twiddles,
 };
 pub(crate) use mapping::{RadixConfig, MAX_LOG_ELEMS};
-pub(crate) use stages::{apply, deposit_thread, exchange, group_stages, move_group, reversed, swizzled, Quad};
+pub(crate) use stages::{
+    apply, deposit_thread, exchange, first_group_from_shared, group_stages, input_slot, move_group, reversed, swizzled,
+    Quad,
+};

@@ -4,7 +4,7 @@
 
 use cubecl::prelude::*;
 
-use super::blocks::{block_times, load_block, SharedSplit, SplitArray, TwiddleTables, Twiddles};
+use super::blocks::{block_times, load_block, reverse_bits, Order, SharedSplit, SplitArray, TwiddleTables, Twiddles};
 use super::mapping::{RadixConfig, MIN_LOG_CUBE};
 
 /// Four entries of a twiddle block (`t00, t01, t10, t11`, real or imaginary parts) as one
@@ -125,6 +125,33 @@ pub(crate) fn move_group<F: Float>(
             }
         }
     }
+}
+
+/// The shared-memory slot of input sample `j` of the row at cube index `base` (`r · n` for the
+/// cube's row r) under the configuration's input order: its position, bit-reversed, or the
+/// gather table's inverse (`order[n + j]`), swizzled.
+#[cube]
+pub(crate) fn input_slot(base: usize, j: usize, order: &Array<u32>, #[comptime] cfg: RadixConfig) -> usize {
+    let mut slot = swizzled(base + j, cfg);
+    if comptime![cfg.order == Order::Table] {
+        slot = swizzled(base + order[comptime![1usize << cfg.log_n] + j] as usize, cfg);
+    } else if comptime![cfg.order == Order::BitReversed] {
+        slot = swizzled(base + reverse_bits(j, comptime![cfg.log_n]), cfg);
+    }
+    slot
+}
+
+/// Once every thread has put its samples in their slots: the first group's elements of the
+/// thread into its registers.
+#[cube]
+pub(crate) fn first_group_from_shared<F: Float>(
+    shared: &mut SharedSplit<F>,
+    regs: &mut SplitArray<F>,
+    #[comptime] cfg: RadixConfig,
+) {
+    sync_cube();
+    let slot0 = swizzled(deposit_thread(UNIT_POS_X as usize, cfg, comptime![0usize]), cfg);
+    move_group(shared, regs, slot0, comptime![0usize], cfg, comptime![0usize], true);
 }
 
 /// Group `gi`'s stages on the thread's registers (every slab and instance; thread `t`), each

@@ -22,8 +22,8 @@ use super::radix::radix_twiddles;
 use super::InputOrder;
 use crate::ops::cubecl::{empties, grid};
 use crate::ops::onchip::{
-    deposit_thread, exchange, group_stages, move_group, reverse_bits, reversed, swizzled, Order, Quad, RadixConfig,
-    SharedSplit, SplitArray,
+    deposit_thread, exchange, first_group_from_shared, group_stages, move_group, reverse_bits, reversed, swizzled,
+    Order, Quad, RadixConfig, SharedSplit, SplitArray,
 };
 use crate::ops::tuning::{self, DeviceLimits};
 
@@ -34,6 +34,9 @@ pub(crate) struct ConvConfig {
     pub radix: RadixConfig,
     /// Whether a bias is added.
     pub bias: bool,
+    /// Whether the real convolution multiplies by the filter's conjugate (its adjoint, the
+    /// correlation; `real.rs`). The complex kernels ignore it.
+    pub correlate: bool,
 }
 
 impl ConvConfig {
@@ -44,7 +47,15 @@ impl ConvConfig {
             return None;
         }
         let radix = RadixConfig::single_row(n, order, tuning::conv_log_elems(tuning::overrides()))?;
-        (radix.threads() <= limits.max_units).then_some(ConvConfig { radix, bias })
+        (radix.threads() <= limits.max_units).then_some(ConvConfig { radix, bias, correlate: false })
+    }
+
+    /// As [`Self::new`] without a bias, but with as many rows a cube as fill its budget (the
+    /// mapping of the fused butterfly's forward): for kernels whose rows share nothing, such as
+    /// the bare rfft. `None` where that mapping does not exist.
+    pub fn filling(n: usize, elem: usize, limits: &DeviceLimits, order: Order) -> Option<Self> {
+        let radix = RadixConfig::with_elems(n, elem, limits, order, tuning::conv_log_elems(tuning::overrides()))?;
+        Some(ConvConfig { radix, bias: false, correlate: false })
     }
 }
 
@@ -110,9 +121,7 @@ fn load_real<F: Float>(
             shared.re[slot] = v;
             shared.im[slot] = F::new(0.0);
         }
-        sync_cube();
-        let slot0 = swizzled(deposit_thread(t, cfg, comptime![0usize]), cfg);
-        move_group(shared, regs, slot0, comptime![0usize], cfg, comptime![0usize], true);
+        first_group_from_shared(shared, regs, cfg);
     }
 }
 

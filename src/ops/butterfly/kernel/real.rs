@@ -21,17 +21,16 @@
 //! do the constant factors 1/(2√2) and 1/√2, which a literal in the kernel would hold only to
 //! f32 precision.
 
-use burn::tensor::Shape;
 use burn_cubecl::{kernel::into_contiguous, tensor::CubeTensor, CubeRuntime, FloatElement};
 use cubecl::{prelude::*, CubeDim};
 
 use super::conv::{gather_permuted, store_result, transform, ConvConfig};
 use super::radix::radix_twiddles;
 use super::InputOrder;
-use crate::ops::cubecl::{empties, grid};
+use crate::ops::cubecl::{cached_table, empties, grid};
 use crate::ops::onchip::blocks::SplitInputLaunch;
 use crate::ops::onchip::{
-    deposit_thread, move_group, swizzled, Order, Quad, RadixConfig, SharedSplit, SplitArray, SplitInput,
+    first_group_from_shared, input_slot, swizzled, Order, Quad, RadixConfig, SharedSplit, SplitArray, SplitInput,
 };
 use crate::ops::tuning::DeviceLimits;
 
@@ -42,16 +41,10 @@ pub fn real_supported<R: CubeRuntime, F: FloatElement>(n: usize, device: &R::Dev
     n >= 4 && ConvConfig::new(n / 2, core::mem::size_of::<F>(), &limits, Order::Natural, false).is_some()
 }
 
-/// The split step's table for size `n` on `like`'s device, in `F`: one small upload.
+/// The split step's table for size `n` on `like`'s device, in `F`: uploaded once per device and
+/// size.
 fn split_table<R: CubeRuntime, F: FloatElement>(n: usize, like: &CubeTensor<R>) -> CubeTensor<R> {
-    let values: Vec<F> = split_twiddles(n).into_iter().map(F::from_elem).collect();
-    CubeTensor::new_contiguous(
-        like.client.clone(),
-        like.device.clone(),
-        Shape::from(vec![values.len()]),
-        like.client.create_from_slice(F::as_bytes(&values)),
-        F::dtype(),
-    )
+    cached_table::<R, F>("rfft split", n, like, || split_twiddles(n))
 }
 
 /// The fused rfft: real rows `x` `[rows, n]` through the butterfly of `n / 2` (twiddles
@@ -60,35 +53,15 @@ fn split_table<R: CubeRuntime, F: FloatElement>(n: usize, like: &CubeTensor<R>) 
 /// checks [`real_supported`] and the shapes.
 pub(crate) fn rfft<R: CubeRuntime, F: FloatElement>(
     x: CubeTensor<R>,
-    (tw_re, tw_im): (CubeTensor<R>, CubeTensor<R>),
+    tw: (CubeTensor<R>, CubeTensor<R>),
     order: &InputOrder<R>,
 ) -> CubeTensor<R> {
     let dims = x.meta.shape().to_vec();
     let (rows, n) = (dims[0], dims[1]);
-    let m = n / 2;
-    let client = x.client.clone();
-    let limits = DeviceLimits::of(&client);
-    let cfg = ConvConfig::new(m, core::mem::size_of::<F>(), &limits, order.order, false)
-        .expect("the caller checks real_supported");
     let x = into_contiguous(x);
-    let split = split_table::<R, F>(n, &x);
-    let tables = radix_twiddles::<R, F>((&tw_re, &tw_im), cfg.radix);
-    let [spectrum] = empties::<R, F, 1>(&x, [&[2, rows, m + 1]]);
-    // SAFETY: as in `fft_conv_real`'s taps launch, with `rows` rows of n samples.
-    unsafe {
-        rfft_rows_kernel::launch_unchecked::<F, R>(
-            &client,
-            grid(rows),
-            CubeDim::new_1d(cfg.radix.threads() as u32),
-            x.into_array_arg(),
-            order.table.clone().into_array_arg(),
-            RealTwiddlesLaunch::new(tables.into_array_arg(), split.into_array_arg()),
-            spectrum.clone().into_array_arg(),
-            RfftLayoutLaunch::new(rows as u32, n as u32, (rows * (m + 1)) as u32),
-            InputScalar::new(0.5 * std::f64::consts::FRAC_1_SQRT_2, F::dtype()),
-            cfg,
-        );
-    }
+    let plan = RealPlan::filling::<F>(&x, tw, order, n);
+    let [spectrum] = empties::<R, F, 1>(&x, [&[2, rows, n / 2 + 1]]);
+    plan.spectra::<F>(x, (rows, n), 1.0, &spectrum);
     spectrum
 }
 
@@ -101,44 +74,48 @@ pub(crate) fn split_twiddles(n: usize) -> Vec<f64> {
     (0..count).map(|k| angle(k).cos()).chain((0..count).map(|k| angle(k).sin())).chain(scales).collect()
 }
 
-/// Loads the real row `values[start … start + len]`, zero-padded to N = 2M, packed in pairs
+/// The rows a cube loads: from row `first` on, as many as the cube holds (`2^log_rows`), of
+/// `len` samples each; rows from `rows` on are past the end (zeros).
+#[derive(CubeType)]
+struct RowSpan {
+    first: usize,
+    len: usize,
+    rows: usize,
+}
+
+/// Loads the cube's real rows (`span`), each zero-padded to N = 2M, packed in pairs
 /// (`z[m] = x[2m] + i·x[2m+1]`) and permuted, into the first group's registers.
 #[cube]
 fn load_packed<F: Float>(
     values: &Array<F>,
-    start: usize,
-    len: usize,
+    span: &RowSpan,
     order: &Array<u32>,
     shared: &mut SharedSplit<F>,
     regs: &mut SplitArray<F>,
     #[comptime] cfg: RadixConfig,
 ) {
     let log_m = comptime![cfg.log_n];
-    let m = comptime![1usize << log_m];
     let threads = comptime![cfg.threads()];
     let t = UNIT_POS_X as usize;
     #[unroll]
     for q in 0..comptime![1usize << cfg.log_elems] {
-        let j = t + comptime![q * threads];
+        // Cube index i = r · M + j: element j of the cube's row r.
+        let i = t + comptime![q * threads];
+        let (r, j) = (i >> log_m, i & comptime![(1usize << log_m) - 1]);
+        let row = span.first + r;
+        let start = row * span.len;
         let (mut re, mut im) = (F::new(0.0), F::new(0.0));
-        if 2 * j < len {
+        if row < span.rows && 2 * j < span.len {
             re = values[start + 2 * j];
         }
-        if 2 * j + 1 < len {
+        if row < span.rows && 2 * j + 1 < span.len {
             im = values[start + 2 * j + 1];
         }
-        let mut slot = swizzled(j, cfg);
-        if comptime![cfg.order == Order::Table] {
-            slot = swizzled(order[m + j] as usize, cfg);
-        } else if comptime![cfg.order == Order::BitReversed] {
-            slot = swizzled(crate::ops::onchip::reverse_bits(j, log_m), cfg);
-        }
+        let slot = input_slot(r << log_m, j, order, cfg);
         shared.re[slot] = re;
         shared.im[slot] = im;
     }
-    sync_cube();
-    let slot0 = swizzled(deposit_thread(t, cfg, comptime![0usize]), cfg);
-    move_group(shared, regs, slot0, comptime![0usize], cfg, comptime![0usize], true);
+    first_group_from_shared(shared, regs, cfg);
 }
 
 /// The split step for the pair of bins `k` and `M − k` from `a = Z[k]` and `r = Z[(M − k) mod M]`
@@ -153,9 +130,9 @@ fn split_pair<F: Float>(ar: F, ai: F, rr: F, ri: F, wr: F, wi: F, scale: F) -> (
     ((er + pr) * scale, (ei + pi) * scale, (er - pr) * scale, (pi - ei) * scale)
 }
 
-/// One cube per row: `spectrum[c] = s · rfft(x[c] zero-padded to N)`, the M + 1 bins at
-/// `c · (M + 1) + k` (re, then im from `plane` on), with `scale = s / (2√2)`: the unitary rfft
-/// (`Butterfly::rfft`) for s = 1, the convolution's taps for s = √N.
+/// One cube per `2^log_rows` rows: `spectrum[c] = s · rfft(x[c] zero-padded to N)`, the M + 1
+/// bins at `c · (M + 1) + k` (re, then im from `plane` on), with `scale = s / (2√2)`: the
+/// unitary rfft (`Butterfly::rfft`) for s = 1, the convolution's taps for s = √N.
 #[cube(launch_unchecked)]
 fn rfft_rows_kernel<F: Float>(
     x: &Array<F>,
@@ -168,31 +145,39 @@ fn rfft_rows_kernel<F: Float>(
 ) {
     let rc = comptime![cfg.radix];
     let m = comptime![1usize << rc.log_n];
-    let elems = comptime![1usize << rc.log_elems];
+    let cube_rows = comptime![1usize << rc.log_rows];
+    let cube = comptime![cube_rows * m];
     let threads = comptime![rc.threads()];
     let quarter = comptime![m / 2 + 1];
     let scale: F = scale.get::<F>();
-    let mut shared = SharedSplit::<F> { re: SharedMemory::<F>::new(m), im: SharedMemory::<F>::new(m) };
-    let mut regs = SplitArray::<F> { re: Array::<F>::new(elems), im: Array::<F>::new(elems) };
-    let c = CUBE_POS;
-    // The grid may hold a few cubes more than rows (`grid`); a whole cube leaves at once.
-    if c >= layout.rows as usize {
+    let mut shared = SharedSplit::<F> { re: SharedMemory::<F>::new(cube), im: SharedMemory::<F>::new(cube) };
+    let mut regs = SplitArray::<F> {
+        re: Array::<F>::new(comptime![1usize << rc.log_elems]),
+        im: Array::<F>::new(comptime![1usize << rc.log_elems]),
+    };
+    let first = CUBE_POS * cube_rows;
+    let rows = layout.rows as usize;
+    // The grid may hold a few cubes more than needed (`grid`); a whole cube leaves at once.
+    if first >= rows {
         terminate!();
     }
     let t = UNIT_POS_X as usize;
-    let len = layout.len as usize;
     let plane = layout.plane as usize;
-    load_packed(x, c * len, len, order, &mut shared, &mut regs, rc);
+    let span = RowSpan { first, len: layout.len as usize, rows };
+    load_packed(x, &span, order, &mut shared, &mut regs, rc);
     transform(&mut shared, &mut regs, &twiddles.stages, 0usize, rc);
     store_result(&mut shared, &mut regs, rc);
     sync_cube();
-    let out = c * (m + 1);
+    // Each pair (k, M − k) of each of the cube's rows, k ≤ M/2.
     #[unroll]
-    for q in 0..comptime![elems / 2 + 1] {
-        let k = t + comptime![q * threads];
-        if k < quarter {
+    for q in 0..comptime![(cube_rows * quarter).div_ceil(threads)] {
+        let e = t + comptime![q * threads];
+        let (r, k) = (e / quarter, e % quarter);
+        let row = first + r;
+        if e < comptime![cube_rows * quarter] && row < rows {
+            let base = r * m;
             let pz = (m - k) % m;
-            let (ka, kz) = (swizzled(k, rc), swizzled(pz, rc));
+            let (ka, kz) = (swizzled(base + k, rc), swizzled(base + pz, rc));
             let (xr, xi, yr, yi) = split_pair::<F>(
                 shared.re[ka],
                 shared.im[ka],
@@ -202,6 +187,7 @@ fn rfft_rows_kernel<F: Float>(
                 twiddles.split[quarter + k],
                 scale,
             );
+            let out = row * (m + 1);
             spectrum[out + k] = xr;
             spectrum[plane + out + k] = xi;
             if k != m - k {
@@ -277,7 +263,8 @@ fn conv_real_kernel<F: Float>(
     let t = UNIT_POS_X as usize;
     let len = layout.length as usize;
     let plane = layout.plane as usize;
-    load_packed(x, row * len, len, order, &mut shared, &mut regs, rc);
+    let span = RowSpan { first: row, len, rows: layout.rows as usize };
+    load_packed(x, &span, order, &mut shared, &mut regs, rc);
     transform(&mut shared, &mut regs, &twiddles.stages, 0usize, rc);
     store_result(&mut shared, &mut regs, rc);
     sync_cube();
@@ -293,8 +280,13 @@ fn conv_real_kernel<F: Float>(
             let (wr, wi) = (twiddles.split[k], twiddles.split[quarter + k]);
             let (xr, xi, xmr, xmi) =
                 split_pair::<F>(shared.re[ka], shared.im[ka], shared.re[kz], shared.im[kz], wr, wi, unitary);
-            let (hr, hi) = (filter.spectrum[h + k], filter.spectrum[plane + h + k]);
-            let (hmr, hmi) = (filter.spectrum[h + m - k], filter.spectrum[plane + h + m - k]);
+            let (hr, mut hi) = (filter.spectrum[h + k], filter.spectrum[plane + h + k]);
+            let (hmr, mut hmi) = (filter.spectrum[h + m - k], filter.spectrum[plane + h + m - k]);
+            if comptime![cfg.correlate] {
+                // The adjoint: the filter's conjugate (`fft_conv_real_backward`).
+                hi = F::new(0.0) - hi;
+                hmi = F::new(0.0) - hmi;
+            }
             let (ykr, yki) = (xr * hr - xi * hi, xr * hi + xi * hr);
             let (ymr, ymi) = (xmr * hmr - xmi * hmi, xmr * hmi + xmi * hmr);
             // 2E' = Y[k] + conj Y[M − k]; 2D = Y[k] − conj Y[M − k]; 2O' = conj(W^k) · 2D.
@@ -338,6 +330,142 @@ fn conv_real_kernel<F: Float>(
     }
 }
 
+/// What one call's launches share: the configuration, the butterfly's twiddles relaid for the
+/// register-resident stages (one small launch), the split table and the input order.
+struct RealPlan<'a, R: CubeRuntime> {
+    cfg: ConvConfig,
+    tables: CubeTensor<R>,
+    split: CubeTensor<R>,
+    order: &'a InputOrder<R>,
+    n: usize,
+}
+
+/// The rows a [`RealPlan::convolve`] launch reads and writes: `rows` rows of `len` samples in,
+/// `out_len` out, row `r` multiplied by the filter spectrum `r mod filters`.
+#[derive(Clone, Copy)]
+struct ConvRows {
+    rows: usize,
+    len: usize,
+    out_len: usize,
+    filters: usize,
+}
+
+impl<'a, R: CubeRuntime> RealPlan<'a, R> {
+    /// The plan for the FFT size `n` (a butterfly of n/2 with twiddles `tw`), adding a bias or
+    /// not. The caller checks [`real_supported`].
+    fn new<F: FloatElement>(
+        like: &CubeTensor<R>,
+        (tw_re, tw_im): (CubeTensor<R>, CubeTensor<R>),
+        order: &'a InputOrder<R>,
+        n: usize,
+        bias: bool,
+    ) -> Self {
+        let limits = DeviceLimits::of(&like.client);
+        let cfg = ConvConfig::new(n / 2, core::mem::size_of::<F>(), &limits, order.order, bias)
+            .expect("the caller checks real_supported");
+        Self::with_config::<F>(like, (tw_re, tw_im), order, n, cfg)
+    }
+
+    /// The plan for the bare rfft: as many rows a cube as fill its budget (its rows share no
+    /// filter), one row a cube where that mapping does not exist.
+    fn filling<F: FloatElement>(
+        like: &CubeTensor<R>,
+        tw: (CubeTensor<R>, CubeTensor<R>),
+        order: &'a InputOrder<R>,
+        n: usize,
+    ) -> Self {
+        let limits = DeviceLimits::of(&like.client);
+        let (m, elem) = (n / 2, core::mem::size_of::<F>());
+        let cfg = ConvConfig::filling(m, elem, &limits, order.order)
+            .or_else(|| ConvConfig::new(m, elem, &limits, order.order, false))
+            .expect("the caller checks real_supported");
+        Self::with_config::<F>(like, tw, order, n, cfg)
+    }
+
+    fn with_config<F: FloatElement>(
+        like: &CubeTensor<R>,
+        (tw_re, tw_im): (CubeTensor<R>, CubeTensor<R>),
+        order: &'a InputOrder<R>,
+        n: usize,
+        cfg: ConvConfig,
+    ) -> Self {
+        let tables = radix_twiddles::<R, F>((&tw_re, &tw_im), cfg.radix);
+        RealPlan { cfg, tables, split: split_table::<R, F>(n, like), order, n }
+    }
+
+    /// `spectrum[r] = s · rfft(src[r])` (the M + 1 bins, re then im) for `rows` rows of `len`
+    /// samples each, zero-padded to N; `spectrum` is `[2, rows, M + 1]`, `src` contiguous.
+    fn spectra<F: FloatElement>(
+        &self,
+        src: CubeTensor<R>,
+        (rows, len): (usize, usize),
+        s: f64,
+        spectrum: &CubeTensor<R>,
+    ) {
+        let plane = (rows * (self.n / 2 + 1)) as u32;
+        // The spectra take neither a bias nor the correlation: one compiled variant for all.
+        let cfg = ConvConfig { bias: false, correlate: false, ..self.cfg };
+        // SAFETY: a cube per row of M / 2^e threads holding 2^e elements each, which cover the
+        // row exactly (shared-memory slots below M: the swizzle permutes the lowest five bits);
+        // reads of the row masked by `len`, twiddle reads within the relaid table, split-table
+        // reads within its 2 (M/2 + 1) + 2 entries, order-table reads within its 2M words,
+        // spectrum writes within rows · (M + 1) per part; cubes past the last row leave first.
+        unsafe {
+            rfft_rows_kernel::launch_unchecked::<F, R>(
+                &src.client.clone(),
+                grid(rows.div_ceil(cfg.radix.cube_rows())),
+                CubeDim::new_1d(cfg.radix.threads() as u32),
+                src.into_array_arg(),
+                self.order.table.clone().into_array_arg(),
+                RealTwiddlesLaunch::new(self.tables.clone().into_array_arg(), self.split.clone().into_array_arg()),
+                spectrum.clone().into_array_arg(),
+                RfftLayoutLaunch::new(rows as u32, len as u32, plane),
+                InputScalar::new(s * 0.5 * std::f64::consts::FRAC_1_SQRT_2, F::dtype()),
+                cfg,
+            );
+        }
+    }
+
+    /// `output[r] = irfft(rfft(x[r]) ⊙ spectrum[r mod filters])`, or with the filter's conjugate
+    /// where the plan correlates, its first `out_len` samples plus `bias[r mod filters]` where the
+    /// plan adds one; `x` contiguous, `output` `[.., out_len]` of `rows` rows, `spectrum` as
+    /// [`Self::spectra`] wrote it for `filters` rows.
+    fn convolve<F: FloatElement>(
+        &self,
+        x: CubeTensor<R>,
+        rows: ConvRows,
+        (spectrum, bias): (CubeTensor<R>, CubeTensor<R>),
+        output: &CubeTensor<R>,
+    ) {
+        let plane = (rows.filters * (self.n / 2 + 1)) as u32;
+        let layout = RealRowLayoutLaunch::new(
+            rows.rows as u32,
+            rows.filters as u32,
+            rows.len as u32,
+            rows.out_len as u32,
+            plane,
+            0u32,
+        );
+        // SAFETY: as in `spectra`, a cube per row; spectrum reads within filters · (M + 1) per
+        // part, bias reads (where the configuration has one) within `filters`, output writes
+        // masked by `out_len`.
+        unsafe {
+            conv_real_kernel::launch_unchecked::<F, R>(
+                &x.client.clone(),
+                grid(rows.rows),
+                CubeDim::new_1d(self.cfg.radix.threads() as u32),
+                x.into_array_arg(),
+                RealFilterLaunch::new(spectrum.into_array_arg(), bias.into_array_arg()),
+                self.order.table.clone().into_array_arg(),
+                RealTwiddlesLaunch::new(self.tables.clone().into_array_arg(), self.split.clone().into_array_arg()),
+                output.clone().into_array_arg(),
+                layout,
+                self.cfg,
+            );
+        }
+    }
+}
+
 /// The fused FFT convolution of real signals: `x` `[batch, channels, L]`, `weight`
 /// `[channels, K]`, `bias` `[channels]`, twiddles `[log2 n − 1, n/4, 2, 2]` (a butterfly of
 /// n/2), `(n, out_len)` →
@@ -347,58 +475,71 @@ pub(crate) fn fft_conv_real<R: CubeRuntime, F: FloatElement>(
     x: CubeTensor<R>,
     weight: CubeTensor<R>,
     bias: Option<CubeTensor<R>>,
-    (tw_re, tw_im): (CubeTensor<R>, CubeTensor<R>),
+    tw: (CubeTensor<R>, CubeTensor<R>),
     order: &InputOrder<R>,
     (n, out_len): (usize, usize),
 ) -> CubeTensor<R> {
     let dims = x.meta.shape().to_vec();
     let (batch, channels, length) = (dims[0], dims[1], dims[2]);
     let taps = weight.meta.shape()[1];
-    let m = n / 2;
-    let client = x.client.clone();
-    let limits = DeviceLimits::of(&client);
-    let cfg = ConvConfig::new(m, core::mem::size_of::<F>(), &limits, order.order, bias.is_some())
-        .expect("the caller checks real_supported");
     let (x, weight) = (into_contiguous(x), into_contiguous(weight));
-    let split = split_table::<R, F>(n, &x);
-    let tables = radix_twiddles::<R, F>((&tw_re, &tw_im), cfg.radix);
-    let [spectrum, output] = empties::<R, F, 2>(&x, [&[2, channels, m + 1], &[batch, channels, out_len]]);
+    let plan = RealPlan::new::<F>(&x, tw, order, n, bias.is_some());
+    let [spectrum, output] = empties::<R, F, 2>(&x, [&[2, channels, n / 2 + 1], &[batch, channels, out_len]]);
+    // The bias tensor is read only where the configuration has one.
     let bias = bias.map(into_contiguous).unwrap_or_else(|| weight.clone());
-    let plane = (channels * (m + 1)) as u32;
-    let rows = batch * channels;
-    // SAFETY: a cube per channel (row) of M / 2^e threads holding 2^e elements each, which
-    // cover the row exactly (shared-memory slots below M: the swizzle permutes the lowest five
-    // bits); reads of the taps and the row are masked by their lengths, twiddle reads stay within
-    // the relaid table, split-table reads within its 2 (M/2 + 1) + 2 entries, table reads within its
-    // 2M words, spectrum reads and writes within channels · (M + 1) per part, output writes
-    // masked by `out_len`; cubes past the last row leave before touching anything.
-    unsafe {
-        rfft_rows_kernel::launch_unchecked::<F, R>(
-            &client,
-            grid(channels),
-            CubeDim::new_1d(cfg.radix.threads() as u32),
-            weight.clone().into_array_arg(),
-            order.table.clone().into_array_arg(),
-            RealTwiddlesLaunch::new(tables.clone().into_array_arg(), split.clone().into_array_arg()),
-            spectrum.clone().into_array_arg(),
-            RfftLayoutLaunch::new(channels as u32, taps as u32, plane),
-            InputScalar::new((n as f64).sqrt() * 0.5 * std::f64::consts::FRAC_1_SQRT_2, F::dtype()),
-            cfg,
-        );
-        conv_real_kernel::launch_unchecked::<F, R>(
-            &client,
-            grid(rows),
-            CubeDim::new_1d(cfg.radix.threads() as u32),
-            x.clone().into_array_arg(),
-            RealFilterLaunch::new(spectrum.into_array_arg(), bias.into_array_arg()),
-            order.table.clone().into_array_arg(),
-            RealTwiddlesLaunch::new(tables.into_array_arg(), split.into_array_arg()),
-            output.clone().into_array_arg(),
-            RealRowLayoutLaunch::new(rows as u32, channels as u32, length as u32, out_len as u32, plane, 0u32),
-            cfg,
-        );
-    }
+    plan.spectra::<F>(weight, (channels, taps), (n as f64).sqrt(), &spectrum);
+    let rows = ConvRows { rows: batch * channels, len: length, out_len, filters: channels };
+    plan.convolve::<F>(x, rows, (spectrum, bias), &output);
     output
+}
+
+/// The gradients of [`fft_conv_real`] without its bias (whose gradient is the output
+/// gradient's sum) from the output's gradient `grad` `[batch, channels, out_len]`: the signal's
+/// `[batch, channels, L]` where `want.0`, and the taps' per batch item `[batch, channels, K]`
+/// (the caller sums over the batch) where `want.1`.
+///
+/// Both are correlations, the convolution's adjoint: `∂x[m] = Σₙ g[n] h[n − m]` and
+/// `∂h[k] = Σₙ g[n] x[n − k]`, each `irfft(√N · rfft(g) ⊙ conj(rfft(·)))` cropped (no sample
+/// wraps: N ≥ L + K − 1, or the convolution is circular). So they run through the forward's own
+/// kernels, with the filter's conjugate: the taps' spectra and a convolution of the gradient
+/// for `∂x`, the signal's spectra (a filter per row) and a convolution for `∂h`. That is the
+/// adjoint of the convolution through the DFT, which the forward computes when its butterfly is
+/// the DFT of N/2 (the rfft's split and merge steps assume it): exact for the exact FFT, and
+/// within a trained checkpoint's own error for one.
+pub(crate) fn fft_conv_real_backward<R: CubeRuntime, F: FloatElement>(
+    grad: CubeTensor<R>,
+    (x, weight): (CubeTensor<R>, CubeTensor<R>),
+    tw: (CubeTensor<R>, CubeTensor<R>),
+    order: &InputOrder<R>,
+    n: usize,
+    want: (bool, bool),
+) -> (Option<CubeTensor<R>>, Option<CubeTensor<R>>) {
+    let dims = x.meta.shape().to_vec();
+    let (batch, channels, length) = (dims[0], dims[1], dims[2]);
+    let taps = weight.meta.shape()[1];
+    let out_len = grad.meta.shape()[2];
+    let grad = into_contiguous(grad);
+    let mut plan = RealPlan::new::<F>(&grad, tw, order, n, false);
+    plan.cfg.correlate = true;
+    let rows = batch * channels;
+    let bins = n / 2 + 1;
+    let grad_x = want.0.then(|| {
+        let weight = into_contiguous(weight);
+        let [spectrum, grad_x] = empties::<R, F, 2>(&grad, [&[2, channels, bins], &[batch, channels, length]]);
+        plan.spectra::<F>(weight.clone(), (channels, taps), (n as f64).sqrt(), &spectrum);
+        let conv = ConvRows { rows, len: out_len, out_len: length, filters: channels };
+        plan.convolve::<F>(grad.clone(), conv, (spectrum, weight), &grad_x);
+        grad_x
+    });
+    let grad_h = want.1.then(|| {
+        let x = into_contiguous(x);
+        let [spectrum, grad_h] = empties::<R, F, 2>(&grad, [&[2, rows, bins], &[batch, channels, taps]]);
+        plan.spectra::<F>(x.clone(), (rows, length), (n as f64).sqrt(), &spectrum);
+        let conv = ConvRows { rows, len: out_len, out_len: taps, filters: rows };
+        plan.convolve::<F>(grad.clone(), conv, (spectrum, x), &grad_h);
+        grad_h
+    });
+    (grad_x, grad_h)
 }
 
 /// The split and merge steps of the rfft (`rfft.rs`) and their adjoints as maps of rows: each

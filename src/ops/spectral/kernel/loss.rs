@@ -25,7 +25,7 @@ use super::backward::{overlap_add, signal_chunk};
 use super::{at, fft_stages, frame_config, load_frames, magnitude_of, magnitude_slope, FrameLoad, Tables};
 use super::{FrameConfig, FrameRange, FrameTables, Framing, LossConfig};
 use crate::ops::cubecl::{empties, empty, floor_pow2, grid};
-use crate::ops::onchip::{reverse_bits, SharedSplit};
+use crate::ops::onchip::{reverse_bits, tree_sum3, SharedSplit};
 use crate::ops::spectral::{Distance, LossParams, Magnitude};
 use cubecl::client::ComputeClient;
 
@@ -48,25 +48,6 @@ pub fn loss_supported<R: CubeRuntime, F: FloatElement>(win: usize, device: &R::D
 /// slot, and the forward's three-sum reduction.
 fn loss_shared_bytes(frame: FrameConfig, float: usize) -> usize {
     frame.shared_bytes(float) + 3 * frame.threads * float
-}
-
-/// Shared-memory tree sum of `buf[j·threads + t]` over t, for j < 3; the sums end in
-/// `buf[j·threads]`.
-#[cube]
-fn tree_sum3<F: Float>(buf: &mut SharedMemory<F>, #[comptime] threads: usize) {
-    let t = UNIT_POS_X as usize;
-    #[unroll]
-    for level in 0..comptime![threads.trailing_zeros() as usize] {
-        let stride = comptime![threads >> (level + 1)];
-        if t < stride {
-            #[unroll]
-            for j in 0..3usize {
-                let other = buf[j * threads + t + stride];
-                buf[j * threads + t] += other;
-            }
-        }
-        sync_cube();
-    }
 }
 
 /// The two signals of the loss (or their per-frame gradients), `pred` and `target`.
