@@ -405,11 +405,13 @@ impl<'a, R: CubeRuntime> RealPlan<'a, R> {
         let plane = (rows * (self.n / 2 + 1)) as u32;
         // The spectra take neither a bias nor the correlation: one compiled variant for all.
         let cfg = ConvConfig { bias: false, correlate: false, ..self.cfg };
-        // SAFETY: a cube per row of M / 2^e threads holding 2^e elements each, which cover the
-        // row exactly (shared-memory slots below M: the swizzle permutes the lowest five bits);
-        // reads of the row masked by `len`, twiddle reads within the relaid table, split-table
-        // reads within its 2 (M/2 + 1) + 2 entries, order-table reads within its 2M words,
-        // spectrum writes within rows · (M + 1) per part; cubes past the last row leave first.
+        // SAFETY: a cube per 2^r rows (r = `log_rows`, 0 in the convolution's plans) of
+        // 2^r · M / 2^e threads holding 2^e elements each, which cover the cube's rows exactly
+        // (shared-memory slots below 2^r · M: the swizzle permutes the lowest five bits); reads
+        // masked by the row count and by `len`, twiddle reads within the relaid table,
+        // split-table reads within its 2 (M/2 + 1) + 2 entries, order-table reads within its 2M
+        // words, spectrum writes masked by the row count, within rows · (M + 1) per part; cubes
+        // past the last row leave first.
         unsafe {
             rfft_rows_kernel::launch_unchecked::<F, R>(
                 &src.client.clone(),
