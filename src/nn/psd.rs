@@ -5,7 +5,6 @@ use burn::tensor::{backend::Backend, Int, Tensor};
 use crate::error::{check_power_of_two, Error, Result};
 use crate::nn::butterfly::{exact_fft, Butterfly};
 use crate::ops::spectral::{frame_count, frame_indices, Window};
-use crate::ops::tuning::RFFT_MIN_FUSED_N;
 use crate::ops::ButterflyOps;
 use crate::tensors::{float_tensor, full};
 
@@ -34,8 +33,7 @@ pub fn welch_psd<B: ButterflyOps>(
 ) -> Result<Tensor<B, 2>> {
     check_power_of_two("welch_psd", segment)?;
     let device = signal.device();
-    let complex_faster = B::butterfly_is_fused(segment, &device)
-        && (segment < RFFT_MIN_FUSED_N || !B::butterfly_conv_real_is_fused(segment, &device));
+    let complex_faster = complex_faster::<B>(segment, &device);
     if segment < 4 || complex_faster {
         let fft = exact_fft::<B>(segment, false, &signal.device())?;
         return welch_psd_with(&fft, signal, overlap, window);
@@ -120,4 +118,18 @@ pub fn top_k_peaks<B: Backend>(psd: Tensor<B, 2>, k: usize) -> Result<(Tensor<B,
     let peak = psd.clone().greater(left).bool_and(psd.clone().greater_equal(right));
     let masked = psd.mask_fill(peak.bool_not(), f64::NEG_INFINITY);
     Ok(masked.topk_with_indices(k, 1))
+}
+
+/// Whether the fused complex butterfly of `segment` beats the fused rfft on `device` (below
+/// `tuning::RFFT_MIN_FUSED_N`, or where only the complex one is fused).
+#[cfg(feature = "fused")]
+fn complex_faster<B: ButterflyOps>(segment: usize, device: &B::Device) -> bool {
+    B::butterfly_is_fused(segment, device)
+        && (segment < crate::ops::tuning::RFFT_MIN_FUSED_N || !B::butterfly_conv_real_is_fused(segment, device))
+}
+
+/// Without the fused kernels no butterfly is fused.
+#[cfg(not(feature = "fused"))]
+fn complex_faster<B: ButterflyOps>(_segment: usize, _device: &B::Device) -> bool {
+    false
 }

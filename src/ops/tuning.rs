@@ -278,9 +278,11 @@ pub(crate) fn max_backward_cubes(limits: &DeviceLimits, n: usize, o: &Overrides)
 }
 
 /// Smallest real signal the fused rfft takes on wgpu and CUDA where the complex butterfly is
-/// fused too: 256 samples. Its cubes hold one row of N/2 (4 threads at N = 64, against the
-/// complex forward's many rows a cube), so at N = 64 it measured 0.71× the complex butterfly
-/// forward on CUDA and at N = 256 1.39× (data: `docs/benchmarks.md#rfft`).
+/// fused too: 256 samples. Chosen when its cubes held one row of N/2 (4 threads at N = 64,
+/// against the complex forward's many rows a cube): at N = 64 it measured 0.71× the complex
+/// butterfly forward on CUDA and at N = 256 1.39×. Since its cubes hold several rows it measured
+/// 2.21× at N = 64 (2026-11-30); the threshold has not been measured again for Welch's PSD
+/// (data: `docs/benchmarks.md#rfft`).
 pub(crate) const RFFT_MIN_FUSED_N: usize = 256;
 
 /// log2 of the elements a thread holds and the most stages per group in the convolution's
