@@ -315,7 +315,7 @@ pub fn run(command: BenchCommand, global: &Global) -> Result<Value> {
             let what =
                 r.conv.as_ref().map_or("transform".to_string(), |c| format!("conv K={} C={}", c.taps, c.channels));
             eprintln!(
-                "rfft {what} n={} batch={} on {} ({}): rfft fwd {:.3} ms, fwd+bwd {:.3} ms; complex fwd {:.3} ms, fwd+bwd {:.3} ms: {:.2}× forward, {:.2}× fwd+bwd",
+                "rfft {what} n={} batch={} on {} ({}): rfft fwd {:.3} ms, fwd+bwd {:.3} ms; complex fwd {:.3} ms, fwd+bwd {:.3} ms: {:.2}× forward, {:.2}× fwd+bwd; outputs apart by {:.1e} (rel RMS)",
                 r.n,
                 r.batch,
                 r.backend,
@@ -325,7 +325,8 @@ pub fn run(command: BenchCommand, global: &Global) -> Result<Value> {
                 r.complex.forward_ms,
                 r.complex.fwd_bwd_ms,
                 r.forward_speedup,
-                r.fwd_bwd_speedup
+                r.fwd_bwd_speedup,
+                r.output_rel_rms
             );
             Ok(serde_json::to_value(r).expect("bench results serialise"))
         }

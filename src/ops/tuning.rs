@@ -296,6 +296,29 @@ pub(crate) fn conv_log_elems(o: &Overrides) -> (usize, usize) {
     (o.conv_log_elems.unwrap_or(CONV_LOG_ELEMS.0), o.conv_log_group.unwrap_or(CONV_LOG_ELEMS.1))
 }
 
+/// The mapping of a convolution kernel's cube, which holds one row of `n` complex `elem`-byte
+/// values (each row needs its own channel's spectrum, so a row is the least a cube holds):
+/// `(log2 elements a thread, most stages a group)`, or `None` where the row does not fit.
+///
+/// - Shared memory: a row within the budget ([`DeviceLimits::budget`]) as every kernel; a row
+///   past it takes up to the device's `max_shared`, as the budget's rule for a single row says.
+///   On CUDA (227 KiB on an H100 or H200) that is N = 16384 in f32, where the 32 KiB budget
+///   stopped at 4096 and left larger convolutions to some twenty tensor ops around the
+///   butterfly; a device reporting 32 KiB (Metal) or 48 KiB (Vulkan) keeps 4096.
+/// - Threads: [`conv_log_elems`] elements a thread, more where the row would need more threads
+///   than a cube may have (16 a thread at N = 16384 with 1024 threads), at most
+///   [`MAX_LOG_ELEMS`](crate::ops::onchip::MAX_LOG_ELEMS).
+pub(crate) fn conv_mapping(limits: &DeviceLimits, n: usize, elem: usize, o: &Overrides) -> Option<(usize, usize)> {
+    if !n.is_power_of_two() || n < 2 || 2 * n * elem > limits.max_shared || limits.max_units == 0 {
+        return None;
+    }
+    let log_n = n.trailing_zeros() as usize;
+    let log_units = crate::ops::cubecl::floor_pow2(limits.max_units).trailing_zeros() as usize;
+    let (log_elems, log_group) = conv_log_elems(o);
+    let log_elems = log_elems.max(log_n.saturating_sub(log_units));
+    (log_elems <= crate::ops::onchip::MAX_LOG_ELEMS).then_some((log_elems, log_group))
+}
+
 /// Elements of frames a spectral cube holds (one frame where W is larger): 1024, 8 KiB in
 /// f32. Against 2048 it is faster through Vulkan and within 5 % either way on CUDA (data:
 /// `docs/benchmarks.md#kernel-defaults-tuning-frame-cube-elems`).
@@ -341,6 +364,37 @@ mod tests {
             assert!(limits.budget() <= shared);
             assert_eq!(limits.budget(), DEFAULT_SHARED_BUDGET.min(shared));
         }
+    }
+
+    /// A convolution's row fits the device's shared memory and threads per cube, whatever it
+    /// reports; the budget's 32 KiB no longer stops a row where the device holds more.
+    #[test]
+    fn convolution_rows_fit_what_the_device_reports() {
+        let o = Overrides::default();
+        for (shared, units) in [(32 << 10, 1024), (48 << 10, 1024), (64 << 10, 256), (227 << 10, 1024)] {
+            let limits = DeviceLimits::new(Compiler::Cuda, shared, units);
+            for elem in [4, 8] {
+                for log_n in 1..=16 {
+                    let n = 1usize << log_n;
+                    match conv_mapping(&limits, n, elem, &o) {
+                        Some((log_elems, log_group)) => {
+                            assert!(2 * n * elem <= shared, "N={n}: a row exceeds {shared} bytes");
+                            assert!(n >> log_elems.min(log_n) <= units, "N={n}: more threads than {units}");
+                            assert!((1..=log_elems).contains(&log_group));
+                        }
+                        None => {
+                            assert!(2 * n * elem > shared || n >> crate::ops::onchip::MAX_LOG_ELEMS > units, "N={n}")
+                        }
+                    }
+                }
+            }
+        }
+        let cuda = DeviceLimits::new(Compiler::Cuda, 227 << 10, 1024);
+        assert_eq!(conv_mapping(&cuda, 4096, 4, &o), Some(CONV_LOG_ELEMS), "the measured default below 1024 threads");
+        assert_eq!(conv_mapping(&cuda, 16384, 4, &o), Some((4, CONV_LOG_ELEMS.1)), "16 elements a thread");
+        assert_eq!(conv_mapping(&cuda, 32768, 4, &o), None, "256 KiB");
+        let metal = DeviceLimits::new(Compiler::Wgsl, 32 << 10, 1024);
+        assert_eq!(conv_mapping(&metal, 8192, 4, &o), None);
     }
 
     #[test]

@@ -366,6 +366,31 @@ fn fused_conv_matches_reference<B: ButterflyOps>(device: &B::Device) {
         (4096, 2048, 64, 2048, 2, 2, 0, true),
     ];
     fused_conv_case::<B>(device, &cases, false);
+    fused_conv_case::<B>(device, &past_32_kib::<B>(device, &LARGE_COMPLEX_CASES, false), false);
+}
+
+/// Rows past 32 KiB in f32, which a cube holds where the device's shared memory does (CUDA:
+/// up to N = 16384 complex, 32768 real; `tuning::conv_mapping`): 16 elements a thread at
+/// N = 16384.
+const LARGE_COMPLEX_CASES: [ConvCase; 2] =
+    [(8192, 5000, 129, 5000, 2, 2, 2, true), (16384, 9000, 257, 9000, 1, 2, 0, false)];
+/// As [`LARGE_COMPLEX_CASES`], through rfft (a butterfly of N/2).
+const LARGE_REAL_CASES: [ConvCase; 2] =
+    [(16384, 9001, 129, 9001, 2, 2, 2, true), (32768, 20000, 257, 20000, 1, 2, 0, false)];
+
+/// Those of `cases` the device runs fused (the others fall back to the reference, which the
+/// cases above cover); each size that runs is named on stderr.
+fn past_32_kib<B: ButterflyOps>(device: &B::Device, cases: &[ConvCase], real: bool) -> Vec<ConvCase> {
+    let runs = |n: usize| {
+        if real {
+            B::butterfly_conv_real_is_fused(n, device)
+        } else {
+            B::butterfly_conv_is_fused(n, device)
+        }
+    };
+    let kept: Vec<ConvCase> = cases.iter().copied().filter(|c| runs(c.0)).collect();
+    eprintln!("rows past 32 KiB on this device (real {real}): N = {:?}", kept.iter().map(|c| c.0).collect::<Vec<_>>());
+    kept
 }
 on_cubecl!(fused_conv_matches_reference);
 
@@ -385,13 +410,15 @@ fn fused_real_conv_matches_reference<B: ButterflyOps>(device: &B::Device) {
         (8192, 4096, 65, 4096, 2, 2, 0, true),
     ];
     fused_conv_case::<B>(device, &cases, true);
+    fused_conv_case::<B>(device, &past_32_kib::<B>(device, &LARGE_REAL_CASES, true), true);
 }
 on_cubecl!(fused_real_conv_matches_reference);
 
 /// Training through rfft with a frozen FFT runs the fused kernels under autodiff, forward and
 /// backward: the forward equals the fused inference kernel to the bit (so the fused path ran),
 /// and the gradients of `Σ a ⊙ y` for the signal, the taps and the bias equal those of the
-/// tensor-op twin through Burn's autodiff, for causal, full and circular outputs, N = 4 … 8192,
+/// tensor-op twin through Burn's autodiff, for causal, full and circular outputs, N = 4 … 8192
+/// (… 32768 where the device's shared memory holds such a row),
 /// and with the signal untracked (the taps' gradient alone).
 fn fused_real_conv_backward_matches_reference<B: ButterflyOps>(device: &B::Device)
 where
@@ -407,6 +434,9 @@ where
         (1400, 300, ConvOutput::Causal, 2, 2, true),
         (1400, 300, ConvOutput::Full, 1, 2, false),
         (4096, 65, ConvOutput::Causal, 2, 2, true),
+        // Past 32 KiB (N = 16384 and 32768), where the device holds such a row (CUDA).
+        (9001, 129, ConvOutput::Causal, 2, 2, true),
+        (20000, 257, ConvOutput::Full, 1, 2, true),
     ];
     // The same device, as `Autodiff<B>` names it.
     let ad_device = Tensor::<A<B>, 1>::from_inner(Tensor::<B, 1>::zeros([1], device)).device();
@@ -414,6 +444,10 @@ where
         let conv =
             FftConv1dConfig::new(channels, k).with_output(output).with_rfft(true).init::<A<B>>(l, &ad_device).unwrap();
         let n = conv.fft_size();
+        if n > 8192 && !B::butterfly_conv_real_is_fused(n, device) {
+            eprintln!("N={n}: past this device's shared memory, not fused (the reference runs)");
+            continue;
+        }
         assert!(B::butterfly_conv_real_is_fused(n, device), "N={n}: the fused convolution does not run");
         let out = conv.output_length();
         let seed = 2000 + 10 * case as u64;

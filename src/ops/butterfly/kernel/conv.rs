@@ -2,8 +2,9 @@
 //! that relays the twiddles, one launch transforms every channel's taps, one more convolves every
 //! row with both transforms on-chip.
 //!
-//! A cube holds one zero-padded row of N complex values (N ≤ 4096 in f32: 32 KiB of shared
-//! memory, Metal's limit) and runs the butterfly's stages register-resident, as the forward's
+//! A cube holds one zero-padded row of N complex values (as large as the device's shared
+//! memory allows, [`tuning::conv_mapping`]: N ≤ 4096 in f32 in Metal's 32 KiB, 16384 in CUDA's
+//! 227 KiB) and runs the butterfly's stages register-resident, as the forward's
 //! [`super::radix`] kernel does for one row: each thread holds `2^e` elements and runs groups of up to
 //! `e` stages on them, the row crossing the (bank-conflict-free, swizzled) shared memory once
 //! between groups instead of once per stage, the twiddles read from tables relaid so a warp's
@@ -40,13 +41,11 @@ pub(crate) struct ConvConfig {
 }
 
 impl ConvConfig {
-    /// The configuration for size `n` on `limits`' device, in `elem`-byte floats; `None` where
-    /// a row does not fit a cube's budget.
+    /// The configuration for size `n` on `limits`' device, in `elem`-byte floats: one row a
+    /// cube, mapped by [`tuning::conv_mapping`]; `None` where a row does not fit a cube.
     pub fn new(n: usize, elem: usize, limits: &DeviceLimits, order: Order, bias: bool) -> Option<Self> {
-        if !n.is_power_of_two() || n < 2 || 2 * n * elem > limits.budget() {
-            return None;
-        }
-        let radix = RadixConfig::single_row(n, order, tuning::conv_log_elems(tuning::overrides()))?;
+        let mapping = tuning::conv_mapping(limits, n, elem, tuning::overrides())?;
+        let radix = RadixConfig::single_row(n, order, mapping)?;
         (radix.threads() <= limits.max_units).then_some(ConvConfig { radix, bias, correlate: false })
     }
 
