@@ -278,12 +278,13 @@ pub(crate) fn max_backward_cubes(limits: &DeviceLimits, n: usize, o: &Overrides)
 }
 
 /// Smallest real signal the fused rfft takes on wgpu and CUDA where the complex butterfly is
-/// fused too: 256 samples. Chosen when its cubes held one row of N/2 (4 threads at N = 64,
-/// against the complex forward's many rows a cube): at N = 64 it measured 0.71× the complex
-/// butterfly forward on CUDA and at N = 256 1.39×. Since its cubes hold several rows it measured
-/// 2.21× at N = 64 (2026-11-30); the threshold has not been measured again for Welch's PSD
-/// (data: `docs/benchmarks.md#rfft`).
-pub(crate) const RFFT_MIN_FUSED_N: usize = 256;
+/// fused too (Welch's PSD): 8 samples, the smallest measured. With several rows a cube its
+/// forward took 0.46–0.53× the complex butterfly's time at every N = 8 … 256 (H200, CUDA,
+/// 2026-11-30, `bench rfft --batch 65536`, two runs each: 1.84–3.94× faster). When its cubes
+/// held one row it had measured 0.71× at N = 64, which had set this at 256. Under autodiff the
+/// bare rfft's forward + backward is 0.49–0.87× the complex one's (its backward is not fused);
+/// Welch's PSD is chosen by its forward (data: `docs/benchmarks.md#rfft`).
+pub(crate) const RFFT_MIN_FUSED_N: usize = 8;
 
 /// log2 of the elements a thread holds and the most stages per group in the convolution's
 /// kernels: 8 elements in groups of 2 stages (512 threads at N = 4096, two instances a group,
@@ -296,15 +297,31 @@ pub(crate) fn conv_log_elems(o: &Overrides) -> (usize, usize) {
     (o.conv_log_elems.unwrap_or(CONV_LOG_ELEMS.0), o.conv_log_group.unwrap_or(CONV_LOG_ELEMS.1))
 }
 
+/// The most shared memory a row of the complex convolution takes past the budget: 64 KiB
+/// (N = 8192 in f32). On an H200 (CUDA, 2026-11-30, `bench rfft`, two runs) its fused forward at
+/// N = 8192 took 0.40–0.50 ms a call against 0.85–0.89 ms for the tensor ops around the fused
+/// butterfly it replaces, but at N = 16384 (a 128 KiB row, one cube a multiprocessor) 1.03 ms
+/// against 0.86–0.91 ms. The rfft convolution's row of the same 128 KiB (N = 32768) beats its
+/// own tensor-op path (0.61 against 1.05–1.10 ms), so it is not capped (data:
+/// `docs/benchmarks.md#rfft`).
+pub(crate) const COMPLEX_CONV_MAX_ROW_BYTES: usize = 64 << 10;
+
+/// Whether the complex convolution's row of `n` `elem`-byte complex values is within
+/// [`COMPLEX_CONV_MAX_ROW_BYTES`] or the budget ([`conv_mapping`] checks the device).
+pub(crate) fn complex_conv_row_fits(limits: &DeviceLimits, n: usize, elem: usize) -> bool {
+    2 * n * elem <= limits.budget().max(COMPLEX_CONV_MAX_ROW_BYTES)
+}
+
 /// The mapping of a convolution kernel's cube, which holds one row of `n` complex `elem`-byte
 /// values (each row needs its own channel's spectrum, so a row is the least a cube holds):
 /// `(log2 elements a thread, most stages a group)`, or `None` where the row does not fit.
 ///
 /// - Shared memory: a row within the budget ([`DeviceLimits::budget`]) as every kernel; a row
 ///   past it takes up to the device's `max_shared`, as the budget's rule for a single row says.
-///   On CUDA (227 KiB on an H100 or H200) that is N = 16384 in f32, where the 32 KiB budget
-///   stopped at 4096 and left larger convolutions to some twenty tensor ops around the
-///   butterfly; a device reporting 32 KiB (Metal) or 48 KiB (Vulkan) keeps 4096.
+///   On CUDA (227 KiB on an H100 or H200) that is a row of 16384 complex values in f32 (the
+///   rfft convolution of N = 32768; the complex one is capped, [`complex_conv_row_fits`]),
+///   where the 32 KiB budget stopped at 4096 and left larger convolutions to tensor ops around
+///   the butterfly; a device reporting 32 KiB (Metal) or 48 KiB (Vulkan) keeps 4096.
 /// - Threads: [`conv_log_elems`] elements a thread, more where the row would need more threads
 ///   than a cube may have (16 a thread at N = 16384 with 1024 threads), at most
 ///   [`MAX_LOG_ELEMS`](crate::ops::onchip::MAX_LOG_ELEMS).
@@ -395,6 +412,10 @@ mod tests {
         assert_eq!(conv_mapping(&cuda, 32768, 4, &o), None, "256 KiB");
         let metal = DeviceLimits::new(Compiler::Wgsl, 32 << 10, 1024);
         assert_eq!(conv_mapping(&metal, 8192, 4, &o), None);
+        // The complex convolution stops at 64 KiB where the device holds more, or at the budget.
+        assert!(complex_conv_row_fits(&cuda, 8192, 4) && !complex_conv_row_fits(&cuda, 16384, 4));
+        let big_budget = DeviceLimits { budget: 128 << 10, ..cuda };
+        assert!(complex_conv_row_fits(&big_budget, 16384, 4));
     }
 
     #[test]

@@ -370,8 +370,8 @@ fn fused_conv_matches_reference<B: ButterflyOps>(device: &B::Device) {
 }
 
 /// Rows past 32 KiB in f32, which a cube holds where the device's shared memory does (CUDA:
-/// up to N = 16384 complex, 32768 real; `tuning::conv_mapping`): 16 elements a thread at
-/// N = 16384.
+/// N = 8192 complex, past which the complex kernel is capped, and 32768 real, a butterfly of
+/// 16384 with 16 elements a thread; `tuning::conv_mapping`).
 const LARGE_COMPLEX_CASES: [ConvCase; 2] =
     [(8192, 5000, 129, 5000, 2, 2, 2, true), (16384, 9000, 257, 9000, 1, 2, 0, false)];
 /// As [`LARGE_COMPLEX_CASES`], through rfft (a butterfly of N/2).
@@ -418,14 +418,12 @@ on_cubecl!(fused_real_conv_matches_reference);
 /// backward: the forward equals the fused inference kernel to the bit (so the fused path ran),
 /// and the gradients of `Σ a ⊙ y` for the signal, the taps and the bias equal those of the
 /// tensor-op twin through Burn's autodiff, for causal, full and circular outputs, N = 4 … 8192
-/// (… 32768 where the device's shared memory holds such a row),
-/// and with the signal untracked (the taps' gradient alone).
+/// (… 32768 where the device's shared memory holds such a row), and with the signal untracked
+/// (the taps' gradient alone).
 fn fused_real_conv_backward_matches_reference<B: ButterflyOps>(device: &B::Device)
 where
     Autodiff<B>: ButterflyOps,
 {
-    use learned_fft::ops::butterfly::{fft_conv_real, ConvSize};
-    type A<B> = Autodiff<B>;
     // (L, K, output, channels, batch, signal tracked)
     let cases = [
         (3, 2, ConvOutput::Causal, 1, 1, true),
@@ -438,17 +436,55 @@ where
         (9001, 129, ConvOutput::Causal, 2, 2, true),
         (20000, 257, ConvOutput::Full, 1, 2, true),
     ];
+    fused_conv_backward_case::<B>(device, &cases, true);
+}
+on_cubecl!(fused_real_conv_backward_matches_reference);
+
+/// As [`fused_real_conv_backward_matches_reference`], the complex path (the layer's default):
+/// N = 2 … 4096 (… 8192 where the device holds a 64 KiB row).
+fn fused_conv_backward_matches_reference<B: ButterflyOps>(device: &B::Device)
+where
+    Autodiff<B>: ButterflyOps,
+{
+    let cases = [
+        (2, 1, ConvOutput::Causal, 1, 1, true),
+        (9, 8, ConvOutput::Full, 2, 3, true),
+        (128, 16, ConvOutput::Circular, 3, 2, true),
+        (1400, 300, ConvOutput::Causal, 2, 2, true),
+        (1400, 300, ConvOutput::Full, 1, 2, false),
+        (2048, 65, ConvOutput::Causal, 2, 2, true),
+        (3000, 129, ConvOutput::Causal, 2, 2, true),
+        // Past 32 KiB (N = 8192), where the device holds such a row (CUDA).
+        (5000, 129, ConvOutput::Causal, 2, 2, true),
+    ];
+    fused_conv_backward_case::<B>(device, &cases, false);
+}
+on_cubecl!(fused_conv_backward_matches_reference);
+
+/// A fused backward's cases (L, K, output, channels, batch, signal tracked) through the layer,
+/// complex or (`real`) through rfft, against the inference kernel and the tensor-op twin.
+fn fused_conv_backward_case<B: ButterflyOps>(
+    device: &B::Device,
+    cases: &[(usize, usize, ConvOutput, usize, usize, bool)],
+    real: bool,
+) where
+    Autodiff<B>: ButterflyOps,
+{
+    use learned_fft::ops::butterfly::{fft_conv_real, fft_conv_reference, ConvSize};
+    type A<B> = Autodiff<B>;
     // The same device, as `Autodiff<B>` names it.
     let ad_device = Tensor::<A<B>, 1>::from_inner(Tensor::<B, 1>::zeros([1], device)).device();
     for (case, &(l, k, output, channels, batch, track_x)) in cases.iter().enumerate() {
         let conv =
-            FftConv1dConfig::new(channels, k).with_output(output).with_rfft(true).init::<A<B>>(l, &ad_device).unwrap();
+            FftConv1dConfig::new(channels, k).with_output(output).with_rfft(real).init::<A<B>>(l, &ad_device).unwrap();
         let n = conv.fft_size();
-        if n > 8192 && !B::butterfly_conv_real_is_fused(n, device) {
-            eprintln!("N={n}: past this device's shared memory, not fused (the reference runs)");
+        let fused =
+            if real { B::butterfly_conv_real_is_fused(n, device) } else { B::butterfly_conv_is_fused(n, device) };
+        if !fused && n > if real { 8192 } else { 4096 } {
+            eprintln!("N={n} real {real}: past this device's shared memory, not fused (the reference runs)");
             continue;
         }
-        assert!(B::butterfly_conv_real_is_fused(n, device), "N={n}: the fused convolution does not run");
+        assert!(fused, "N={n} real {real}: the fused convolution does not run");
         let out = conv.output_length();
         let seed = 2000 + 10 * case as u64;
         let x_inner = tensor2::<B>(&normals(seed, batch * channels * l), batch * channels, l, device)
@@ -483,7 +519,8 @@ where
         let bias_inner = conv.bias.as_ref().unwrap().val().inner();
         let size = ConvSize { n, out_len: out };
         let perm = conv.fft.permutation();
-        let plain = host(B::butterfly_conv_real(
+        let plain_conv = if real { B::butterfly_conv_real } else { B::butterfly_conv };
+        let plain = host(plain_conv(
             x_inner.clone(),
             inner(&conv.weight),
             Some(bias_inner.clone()),
@@ -499,7 +536,8 @@ where
         let h = Tensor::<A<B>, 2>::from_inner(inner(&conv.weight)).require_grad();
         let b = Tensor::<A<B>, 1>::from_inner(bias_inner).require_grad();
         let tw = |t: Tensor<B, 4>| Tensor::<A<B>, 4>::from_inner(t);
-        let y = fft_conv_real(x.clone(), h.clone(), Some(b.clone()), tw(tw_re), tw(tw_im), perm, size);
+        let twin = if real { fft_conv_real } else { fft_conv_reference };
+        let y = twin(x.clone(), h.clone(), Some(b.clone()), tw(tw_re), tw(tw_im), perm, size);
         let g = (y * a).sum().backward();
         let want = [
             track_x.then(|| host(x.grad(&g).unwrap())),
@@ -510,7 +548,10 @@ where
             match (got, want) {
                 (Some(got), Some(want)) => {
                     let err = rel_rms_real(got, want);
-                    assert!(err <= CONV_REL_F32, "L={l} K={k} {output:?} N={n}: gradient {which}: rel RMS {err:e}");
+                    assert!(
+                        err <= CONV_REL_F32,
+                        "L={l} K={k} {output:?} N={n} real {real}: gradient {which}: rel RMS {err:e}"
+                    );
                 }
                 (None, None) => {}
                 _ => panic!("L={l} K={k}: gradient {which} present on one path only"),
@@ -518,7 +559,6 @@ where
         }
     }
 }
-on_cubecl!(fused_real_conv_backward_matches_reference);
 
 /// `cases` (n, l, k, out_len, channels, batch, order, bias) through the fused convolution and
 /// its tensor-op twin, complex or (`real`) through rfft with a butterfly of n/2.

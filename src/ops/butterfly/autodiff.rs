@@ -23,7 +23,9 @@ use burn_cubecl::{element::BoolElement, CubeBackend, CubeRuntime, FloatElement, 
 use super::cubecl::conv_shapes_fit;
 use super::kernel::real::PairMap;
 use super::kernel::InputOrder;
-use super::{butterfly_forward_reference, fft_conv_real, kernel, rfft, ButterflyOps, ConvSize, Permutation};
+use super::{
+    butterfly_forward_reference, fft_conv_real, fft_conv_reference, kernel, rfft, ButterflyOps, ConvSize, Permutation,
+};
 use crate::ops::autodiff::record_fused;
 use crate::ops::cubecl::split_packed;
 
@@ -142,9 +144,25 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement, C: Checkpo
         CubeBackend::<R, F, I, BT>::butterfly_is_fused(n, device)
     }
 
-    /// Fused (the forward's kernels, and the same kernels for the backward: `FusedConvRealBackward`)
+    /// Fused (the forward's kernels, and the same kernels for the backward: `FusedConvBackward`)
     /// where the FFT is frozen; with a learnable FFT the tensor ops, which also give the
     /// twiddles' gradient.
+    fn butterfly_conv(
+        x: Tensor<Self, 3>,
+        weight: Tensor<Self, 2>,
+        bias: Option<Tensor<Self, 1>>,
+        tw_re: Tensor<Self, 4>,
+        tw_im: Tensor<Self, 4>,
+        perm: &Permutation,
+        size: ConvSize,
+    ) -> Tensor<Self, 3> {
+        if !fused_conv_runs::<R, F, I, BT, C>((&x, &weight, bias.as_ref()), (&tw_re, &tw_im), perm, size, false) {
+            return fft_conv_reference(x, weight, bias, tw_re, tw_im, perm, size);
+        }
+        fused_conv::<R, F, I, BT, C>((x, weight, bias), (tw_re, tw_im), perm, size, false)
+    }
+
+    /// As [`Self::butterfly_conv`], through rfft (a butterfly of N/2).
     fn butterfly_conv_real(
         x: Tensor<Self, 3>,
         weight: Tensor<Self, 2>,
@@ -154,32 +172,10 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement, C: Checkpo
         perm: &Permutation,
         size: ConvSize,
     ) -> Tensor<Self, 3> {
-        let ConvSize { n, out_len } = size;
-        let m = n / 2;
-        let frozen = !tw_re.is_require_grad() && !tw_im.is_require_grad();
-        let fused = frozen
-            && n >= 4
-            && conv_shapes_fit(&x, &weight, bias.as_ref(), (&tw_re, &tw_im), perm, size, m)
-            && CubeBackend::<R, F, I, BT>::butterfly_conv_real_is_fused(n, &x.device());
-        if !fused {
+        if !fused_conv_runs::<R, F, I, BT, C>((&x, &weight, bias.as_ref()), (&tw_re, &tw_im), perm, size, true) {
             return fft_conv_real(x, weight, bias, tw_re, tw_im, perm, size);
         }
-        let channels = weight.dims()[0];
-        let tw = (tw_re.inner().into_primitive().tensor(), tw_im.inner().into_primitive().tensor());
-        let inputs = [x.into_primitive().tensor(), weight.into_primitive().tensor()];
-        let op = FusedConvRealBackward { n };
-        let y = record_fused::<CubeBackend<R, F, I, BT>, C, _, 2>(op, inputs, |[x, weight]| {
-            let order = InputOrder::new(perm, m, &x);
-            let y =
-                kernel::real::fft_conv_real::<R, F>(x.clone(), weight.clone(), None, tw.clone(), &order, (n, out_len));
-            (y, (x, weight, tw, order))
-        });
-        let y = Tensor::<Self, 3>::from_primitive(TensorPrimitive::Float(y));
-        // The bias as a tensor op: its gradient is the output gradient's sum.
-        match bias {
-            Some(bias) => y + bias.reshape([1, channels, 1]),
-            None => y,
-        }
+        fused_conv::<R, F, I, BT, C>((x, weight, bias), (tw_re, tw_im), perm, size, true)
     }
 
     fn rfft_split(zr: Tensor<Self, 2>, zi: Tensor<Self, 2>) -> (Tensor<Self, 2>, Tensor<Self, 2>) {
@@ -197,31 +193,100 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement, C: Checkpo
     }
 }
 
-/// The backward of the fused convolution of real signals with a frozen FFT: the signal's and
-/// the taps' gradients through the forward's kernels with the filters conjugated
-/// (`kernel::real::fft_conv_real_backward`), each only where its input is tracked.
-#[derive(Debug)]
-struct FusedConvRealBackward {
-    n: usize,
+/// The fused convolution (complex, or through rfft where `real`) with a frozen FFT under
+/// autodiff: the inference kernels' forward, recorded with [`FusedConvBackward`]; the bias added
+/// as a tensor op, whose gradient is the output gradient's sum.
+fn fused_conv<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement, C: CheckpointStrategy>(
+    (x, weight, bias): ConvInputs<Ad<R, F, I, BT, C>>,
+    (tw_re, tw_im): Twiddles<Ad<R, F, I, BT, C>>,
+    perm: &Permutation,
+    ConvSize { n, out_len }: ConvSize,
+    real: bool,
+) -> Tensor<Ad<R, F, I, BT, C>, 3> {
+    let channels = weight.dims()[0];
+    let tw = (tw_re.inner().into_primitive().tensor(), tw_im.inner().into_primitive().tensor());
+    let inputs = [x.into_primitive().tensor(), weight.into_primitive().tensor()];
+    let op = FusedConvBackward { n, real };
+    let y = record_fused::<CubeBackend<R, F, I, BT>, C, _, 2>(op, inputs, |[x, weight]| {
+        let order = InputOrder::new(perm, if real { n / 2 } else { n }, &x);
+        let (y, kept) = if real {
+            kernel::real::fft_conv_real::<R, F>(x.clone(), weight.clone(), None, tw, &order, (n, out_len))
+        } else {
+            kernel::conv::fft_conv::<R, F>(x.clone(), weight.clone(), None, tw, &order, (n, out_len))
+        };
+        (y, (x, weight, kept, order))
+    });
+    let y = Tensor::from_primitive(TensorPrimitive::Float(y));
+    match bias {
+        Some(bias) => y + bias.reshape([1, channels, 1]),
+        None => y,
+    }
 }
 
-/// The forward's signal and taps, the FFT's twiddles and the input order.
-type ConvState<R, B> = (FloatTensor<B>, FloatTensor<B>, (FloatTensor<B>, FloatTensor<B>), InputOrder<R>);
+/// The autodiff backend these ops are for.
+type Ad<R, F, I, BT, C> = Autodiff<CubeBackend<R, F, I, BT>, C>;
+
+/// A convolution's signal, taps and bias.
+type ConvInputs<B> = (Tensor<B, 3>, Tensor<B, 2>, Option<Tensor<B, 1>>);
+/// The same, borrowed.
+type ConvInputRefs<'a, B> = (&'a Tensor<B, 3>, &'a Tensor<B, 2>, Option<&'a Tensor<B, 1>>);
+/// A butterfly's twiddles (re, im).
+type Twiddles<B> = (Tensor<B, 4>, Tensor<B, 4>);
+/// The same, borrowed.
+type TwiddleRefs<'a, B> = (&'a Tensor<B, 4>, &'a Tensor<B, 4>);
+
+/// Whether [`fused_conv`] runs: the FFT frozen (a learnable one takes the tensor ops, which also
+/// give the twiddles' gradient), the shapes consistent (the kernels index by them unchecked),
+/// and the size fused on the device.
+fn fused_conv_runs<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement, C: CheckpointStrategy>(
+    (x, weight, bias): ConvInputRefs<'_, Ad<R, F, I, BT, C>>,
+    (tw_re, tw_im): TwiddleRefs<'_, Ad<R, F, I, BT, C>>,
+    perm: &Permutation,
+    size: ConvSize,
+    real: bool,
+) -> bool {
+    type Inner<R, F, I, BT> = CubeBackend<R, F, I, BT>;
+    let n = size.n;
+    let frozen = !tw_re.is_require_grad() && !tw_im.is_require_grad();
+    let (fft_n, runs) = if real {
+        (n / 2, n >= 4 && Inner::<R, F, I, BT>::butterfly_conv_real_is_fused(n, &x.device()))
+    } else {
+        (n, Inner::<R, F, I, BT>::butterfly_conv_is_fused(n, &x.device()))
+    };
+    frozen && runs && conv_shapes_fit(x, weight, bias, (tw_re, tw_im), perm, size, fft_n)
+}
+
+/// The backward of the fused convolution (complex, or through rfft where `real`) with a frozen
+/// FFT: the signal's and the taps' gradients through the forward's kernels with the filters
+/// conjugated (`kernel::conv::correlations`), each only where its input is tracked.
+#[derive(Debug)]
+struct FusedConvBackward {
+    n: usize,
+    real: bool,
+}
+
+/// The forward's signal and taps, what its kernels computed that the backward reuses (the
+/// relaid twiddles, the taps' spectra), and the input order.
+type ConvState<R, B> = (FloatTensor<B>, FloatTensor<B>, kernel::conv::ConvKept<R>, InputOrder<R>);
 
 impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> Backward<CubeBackend<R, F, I, BT>, 2>
-    for FusedConvRealBackward
+    for FusedConvBackward
 {
     type State = ConvState<R, CubeBackend<R, F, I, BT>>;
 
     fn backward(self, ops: Ops<Self::State, 2>, grads: &mut Gradients, _checkpointer: &mut Checkpointer) {
         type B<R, F, I, BT> = CubeBackend<R, F, I, BT>;
-        let (x, weight, tw, order) = ops.state;
+        let (x, weight, kept, order) = ops.state;
         let grad = grads.consume::<B<R, F, I, BT>>(&ops.node);
         let [x_node, weight_node] = ops.parents;
         let want = (x_node.is_some(), weight_node.is_some());
         let (channels, taps) = (weight.meta.shape()[0], weight.meta.shape()[1]);
-        let (grad_x, grad_h) =
-            kernel::real::fft_conv_real_backward::<R, F>(grad, (x, weight), tw, &order, self.n, want);
+        let backward = if self.real {
+            kernel::real::fft_conv_real_backward::<R, F>
+        } else {
+            kernel::conv::fft_conv_backward::<R, F>
+        };
+        let (grad_x, grad_h) = backward(grad, (x, weight), kept, &order, self.n, want);
         if let (Some(node), Some(grad_x)) = (x_node, grad_x) {
             grads.register::<B<R, F, I, BT>>(node.id, grad_x);
         }
@@ -276,8 +341,8 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> Backward<C
 /// with its adjoint as the backward; `Err` with the inputs where their shapes are not the map's.
 #[allow(clippy::type_complexity)]
 fn tracked_pair_map<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement, C: CheckpointStrategy>(
-    re: Tensor<Autodiff<CubeBackend<R, F, I, BT>, C>, 2>,
-    im: Tensor<Autodiff<CubeBackend<R, F, I, BT>, C>, 2>,
+    re: Tensor<Ad<R, F, I, BT, C>, 2>,
+    im: Tensor<Ad<R, F, I, BT, C>, 2>,
     map: PairMap,
 ) -> Result<Pair<Autodiff<CubeBackend<R, F, I, BT>, C>>, Pair<Autodiff<CubeBackend<R, F, I, BT>, C>>> {
     let [rows, len] = re.dims();

@@ -85,14 +85,13 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> ButterflyO
         }
         let x = x.into_primitive().tensor();
         let order = InputOrder::new(perm, n, &x);
-        let y = kernel::conv::fft_conv::<R, F>(
+        let (y, _) = kernel::conv::fft_conv::<R, F>(
             x,
             weight.into_primitive().tensor(),
             bias.map(|b| b.into_primitive().tensor()),
             (tw_re.into_primitive().tensor(), tw_im.into_primitive().tensor()),
             &order,
-            n,
-            out_len,
+            (n, out_len),
         );
         Tensor::from_primitive(TensorPrimitive::Float(y))
     }
@@ -119,7 +118,7 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> ButterflyO
         }
         let x = x.into_primitive().tensor();
         let order = InputOrder::new(perm, m, &x);
-        let y = kernel::real::fft_conv_real::<R, F>(
+        let (y, _) = kernel::real::fft_conv_real::<R, F>(
             x,
             weight.into_primitive().tensor(),
             bias.map(|b| b.into_primitive().tensor()),

@@ -3,8 +3,8 @@
 //! row with both transforms on-chip.
 //!
 //! A cube holds one zero-padded row of N complex values (as large as the device's shared
-//! memory allows, [`tuning::conv_mapping`]: N ≤ 4096 in f32 in Metal's 32 KiB, 16384 in CUDA's
-//! 227 KiB) and runs the butterfly's stages register-resident, as the forward's
+//! memory allows, [`tuning::conv_mapping`], up to 64 KiB: N ≤ 4096 in f32 in Metal's 32 KiB,
+//! 8192 on CUDA; the rfft convolution's rows go up to the device's limit) and runs the butterfly's stages register-resident, as the forward's
 //! [`super::radix`] kernel does for one row: each thread holds `2^e` elements and runs groups of up to
 //! `e` stages on them, the row crossing the (bank-conflict-free, swizzled) shared memory once
 //! between groups instead of once per stage, the twiddles read from tables relaid so a warp's
@@ -35,8 +35,8 @@ pub(crate) struct ConvConfig {
     pub radix: RadixConfig,
     /// Whether a bias is added.
     pub bias: bool,
-    /// Whether the real convolution multiplies by the filter's conjugate (its adjoint, the
-    /// correlation; `real.rs`). The complex kernels ignore it.
+    /// Whether the convolution multiplies by the filter's conjugate (its adjoint, the
+    /// correlation), in the backward.
     pub correlate: bool,
 }
 
@@ -47,6 +47,12 @@ impl ConvConfig {
         let mapping = tuning::conv_mapping(limits, n, elem, tuning::overrides())?;
         let radix = RadixConfig::single_row(n, order, mapping)?;
         (radix.threads() <= limits.max_units).then_some(ConvConfig { radix, bias, correlate: false })
+    }
+
+    /// [`Self::new`] for the complex kernels, whose row is capped at
+    /// [`tuning::COMPLEX_CONV_MAX_ROW_BYTES`] past the budget.
+    pub fn complex(n: usize, elem: usize, limits: &DeviceLimits, order: Order, bias: bool) -> Option<Self> {
+        tuning::complex_conv_row_fits(limits, n, elem).then(|| Self::new(n, elem, limits, order, bias)).flatten()
     }
 
     /// As [`Self::new`] without a bias, but with as many rows a cube as fill its budget (the
@@ -61,7 +67,7 @@ impl ConvConfig {
 /// Whether the fused convolution runs for size `n` on `device` in float type `F`.
 pub fn conv_supported<R: CubeRuntime, F: FloatElement>(n: usize, device: &R::Device) -> bool {
     let limits = DeviceLimits::of(&R::client(device));
-    ConvConfig::new(n, core::mem::size_of::<F>(), &limits, Order::Natural, false).is_some()
+    ConvConfig::complex(n, core::mem::size_of::<F>(), &limits, Order::Natural, false).is_some()
 }
 
 /// Loads the real row `values[start … start + len]`, zero-padded to N and permuted, into the
@@ -276,8 +282,8 @@ fn conv_taps_kernel<F: Float>(
     }
 }
 
-/// One cube per row `(b, c)`: `X = F x`, `Z = X ⊙ spectrum[c]`, `y = Re F conj(Z)`, the first
-/// `out_len` samples plus `bias[c]`.
+/// One cube per row `(b, c)`: `X = F x`, `Z = X ⊙ spectrum[c]` (or its conjugate where the
+/// configuration correlates), `y = Re F conj(Z)`, the first `out_len` samples plus `bias[c]`.
 #[cube(launch_unchecked)]
 fn conv_kernel<F: Float>(
     x: &Array<F>,
@@ -314,7 +320,10 @@ fn conv_kernel<F: Float>(
     #[unroll]
     for k in 0..elems {
         let at = (c * elems + k) * threads + t;
-        let (hr, hi) = (filter.spectrum[at], filter.spectrum[plane as usize + at]);
+        let (hr, mut hi) = (filter.spectrum[at], filter.spectrum[plane as usize + at]);
+        if comptime![cfg.correlate] {
+            hi = F::new(0.0) - hi;
+        }
         let (xr, xi) = (regs.re[k], regs.im[k]);
         regs.re[k] = xr * hr - xi * hi;
         regs.im[k] = F::new(0.0) - (xr * hi + xi * hr);
@@ -360,71 +369,238 @@ fn conv_kernel<F: Float>(
     }
 }
 
+/// The rows a [`ConvPlan::convolve`] launch (or the real one's) reads and writes: `rows` rows of
+/// `len` samples in, `out_len` out, row `r` multiplied by the filter spectrum `r mod filters`.
+#[derive(Clone, Copy)]
+pub(super) struct ConvRows {
+    pub rows: usize,
+    pub len: usize,
+    pub out_len: usize,
+    pub filters: usize,
+}
+
+/// What a convolution's forward computed that its backward needs again: the configuration, the
+/// twiddles relaid for it, and the taps' spectra (the signal's gradient multiplies by their
+/// conjugate). Keeping them saves the backward two launches.
+#[derive(Clone, Debug)]
+pub(crate) struct ConvKept<R: CubeRuntime> {
+    pub(super) cfg: ConvConfig,
+    pub(super) tables: CubeTensor<R>,
+    pub(super) taps_spectrum: CubeTensor<R>,
+}
+
+/// What one call's launches share: the configuration, the butterfly's twiddles relaid for the
+/// register-resident stages (one small launch) and the input order.
+struct ConvPlan<'a, R: CubeRuntime> {
+    cfg: ConvConfig,
+    tables: CubeTensor<R>,
+    order: &'a InputOrder<R>,
+    n: usize,
+}
+
+/// The two launches of a convolution plan (complex, or real through rfft), which its forward
+/// and its backward ([`correlations`]) are made of.
+pub(super) trait ConvLaunches<R: CubeRuntime> {
+    /// The FFT size N.
+    fn fft_size(&self) -> usize;
+
+    /// Entries per part of one row's spectrum (N, or N/2 + 1 through rfft).
+    fn bins(&self) -> usize;
+
+    /// `spectrum[r] = s · (transform of src[r])` for `rows` rows of `len` samples each,
+    /// zero-padded to N, in the layout [`Self::convolve`] reads; `spectrum` `[2, rows, bins]`,
+    /// `src` contiguous.
+    fn spectra<F: FloatElement>(&self, src: CubeTensor<R>, rows_len: (usize, usize), s: f64, spectrum: &CubeTensor<R>);
+
+    /// `output[r] = x[r] ∗ filter[r mod filters]` (or the correlation where the plan
+    /// correlates) through the spectra [`Self::spectra`] wrote for `filters` rows, its first
+    /// `out_len` samples plus `bias[r mod filters]` where the plan adds one; `x` contiguous.
+    fn convolve<F: FloatElement>(
+        &self,
+        x: CubeTensor<R>,
+        rows: ConvRows,
+        spectrum_bias: (CubeTensor<R>, CubeTensor<R>),
+        output: &CubeTensor<R>,
+    );
+}
+
+/// The gradients of a convolution without its bias (whose gradient is the output gradient's
+/// sum) from the output's gradient `grad` `[batch, channels, out_len]`, through `plan` (which
+/// correlates): the signal's `[batch, channels, L]` where `want.0`, and the taps' per batch item
+/// `[batch, channels, K]` (the caller sums over the batch) where `want.1`. `taps_spectrum` is
+/// the forward's.
+///
+/// Both are correlations, the convolution's adjoint: `∂x[m] = Σₙ g[n] h[n − m]` and
+/// `∂h[k] = Σₙ g[n] x[n − k]`. With N ≥ L + K − 1 (or a circular convolution) no sample wraps,
+/// so each is the forward's convolution with the filter's spectrum conjugated, cropped: the
+/// gradient by the taps' spectra for `∂x`, by the signal's spectra (a filter per row) for `∂h`.
+/// That is the adjoint through the DFT, which the forward computes when its butterfly is the
+/// DFT: exact for the exact FFT, within a trained checkpoint's own error for one.
+pub(super) fn correlations<R: CubeRuntime, F: FloatElement, P: ConvLaunches<R>>(
+    plan: &P,
+    grad: CubeTensor<R>,
+    (x, weight): (CubeTensor<R>, CubeTensor<R>),
+    taps_spectrum: CubeTensor<R>,
+    want: (bool, bool),
+) -> (Option<CubeTensor<R>>, Option<CubeTensor<R>>) {
+    let dims = x.meta.shape().to_vec();
+    let (batch, channels, length) = (dims[0], dims[1], dims[2]);
+    let taps = weight.meta.shape()[1];
+    let out_len = grad.meta.shape()[2];
+    let grad = into_contiguous(grad);
+    let rows = batch * channels;
+    // The forward's scale of the taps' spectra.
+    let scale = (plan.fft_size() as f64).sqrt();
+    let grad_x = want.0.then(|| {
+        // The bias slot is not read (no bias in the configuration).
+        let [grad_x] = empties::<R, F, 1>(&grad, [&[batch, channels, length]]);
+        let conv = ConvRows { rows, len: out_len, out_len: length, filters: channels };
+        plan.convolve::<F>(grad.clone(), conv, (taps_spectrum, weight), &grad_x);
+        grad_x
+    });
+    let grad_h = want.1.then(|| {
+        let x = into_contiguous(x);
+        let [spectrum, grad_h] = empties::<R, F, 2>(&grad, [&[2, rows, plan.bins()], &[batch, channels, taps]]);
+        plan.spectra::<F>(x.clone(), (rows, length), scale, &spectrum);
+        let conv = ConvRows { rows, len: out_len, out_len: taps, filters: rows };
+        plan.convolve::<F>(grad.clone(), conv, (spectrum, x), &grad_h);
+        grad_h
+    });
+    (grad_x, grad_h)
+}
+
+impl<R: CubeRuntime> ConvLaunches<R> for ConvPlan<'_, R> {
+    fn fft_size(&self) -> usize {
+        self.n
+    }
+
+    fn bins(&self) -> usize {
+        self.n
+    }
+
+    /// The transform is the butterfly's, permuted by the input order and laid out in the
+    /// convolution kernel's register order.
+    fn spectra<F: FloatElement>(
+        &self,
+        src: CubeTensor<R>,
+        (rows, len): (usize, usize),
+        s: f64,
+        spectrum: &CubeTensor<R>,
+    ) {
+        // The spectra take neither a bias nor the correlation: one compiled variant for all.
+        let cfg = ConvConfig { bias: false, correlate: false, ..self.cfg };
+        // SAFETY: a cube per row of N / 2^e threads holding 2^e elements each, which cover the
+        // row exactly (shared-memory slots below N: the swizzle permutes the lowest five bits);
+        // reads masked by `len`, twiddle reads within the relaid table (log2 N · N/2 blocks of two
+        // quads), order-table reads within its 2N words, spectrum writes within rows · N per
+        // part; cubes past the last row leave before touching anything.
+        unsafe {
+            conv_taps_kernel::launch_unchecked::<F, R>(
+                &src.client.clone(),
+                grid(rows),
+                CubeDim::new_1d(cfg.radix.threads() as u32),
+                src.into_array_arg(),
+                self.order.table.clone().into_array_arg(),
+                self.tables.clone().into_array_arg(),
+                spectrum.clone().into_array_arg(),
+                TapsLayoutLaunch::new(rows as u32, len as u32, (rows * self.n) as u32),
+                InputScalar::new(s, F::dtype()),
+                cfg,
+            );
+        }
+    }
+
+    fn convolve<F: FloatElement>(
+        &self,
+        x: CubeTensor<R>,
+        rows: ConvRows,
+        (spectrum, bias): (CubeTensor<R>, CubeTensor<R>),
+        output: &CubeTensor<R>,
+    ) {
+        let layout = RowLayoutLaunch::new(
+            rows.rows as u32,
+            rows.filters as u32,
+            rows.len as u32,
+            rows.out_len as u32,
+            (rows.filters * self.n) as u32,
+            0u32,
+        );
+        // SAFETY: as in `spectra`, a cube per row; reads of the row masked by `len`, spectrum
+        // reads within filters · N per part, bias reads (where the configuration has one) within
+        // `filters`, output writes masked by `out_len`.
+        unsafe {
+            conv_kernel::launch_unchecked::<F, R>(
+                &x.client.clone(),
+                grid(rows.rows),
+                CubeDim::new_1d(self.cfg.radix.threads() as u32),
+                x.into_array_arg(),
+                FilterLaunch::new(spectrum.into_array_arg(), bias.into_array_arg()),
+                self.order.table.clone().into_array_arg(),
+                self.tables.clone().into_array_arg(),
+                output.clone().into_array_arg(),
+                layout,
+                self.cfg,
+            );
+        }
+    }
+}
+
 /// The fused FFT convolution: `x` `[batch, channels, L]`, `weight` `[channels, K]`, `bias`
 /// `[channels]`, twiddles `[log2 n, n/2, 2, 2]` → `[batch, channels, out_len]`. The caller checks
-/// [`conv_supported`] and the shapes (`L, K, out_len ≤ n`).
+/// [`conv_supported`] and the shapes (`L, K, out_len ≤ n`). Returns, beside the output, what
+/// its backward ([`fft_conv_backward`]) reuses.
 pub(crate) fn fft_conv<R: CubeRuntime, F: FloatElement>(
     x: CubeTensor<R>,
     weight: CubeTensor<R>,
     bias: Option<CubeTensor<R>>,
     tw: (CubeTensor<R>, CubeTensor<R>),
     order: &InputOrder<R>,
-    n: usize,
+    (n, out_len): (usize, usize),
+) -> (CubeTensor<R>, ConvKept<R>) {
+    let limits = DeviceLimits::of(&x.client);
+    let cfg = ConvConfig::complex(n, core::mem::size_of::<F>(), &limits, order.order, bias.is_some())
+        .expect("the caller checks conv_supported");
+    // The twiddles relaid for the register-resident stages (one small launch; any strides).
+    let plan = ConvPlan { cfg, tables: radix_twiddles::<R, F>((&tw.0, &tw.1), cfg.radix), order, n };
+    let (output, taps_spectrum) = convolution::<R, F, _>(&plan, x, weight, bias, out_len);
+    (output, ConvKept { cfg: plan.cfg, tables: plan.tables, taps_spectrum })
+}
+
+/// A convolution's forward through `plan`: the taps' spectra (scaled by √N), then the
+/// convolution of every row with its channel's; the output `[batch, channels, out_len]` and the
+/// spectra.
+pub(super) fn convolution<R: CubeRuntime, F: FloatElement, P: ConvLaunches<R>>(
+    plan: &P,
+    x: CubeTensor<R>,
+    weight: CubeTensor<R>,
+    bias: Option<CubeTensor<R>>,
     out_len: usize,
-) -> CubeTensor<R> {
+) -> (CubeTensor<R>, CubeTensor<R>) {
     let dims = x.meta.shape().to_vec();
     let (batch, channels, length) = (dims[0], dims[1], dims[2]);
     let taps = weight.meta.shape()[1];
-    let client = x.client.clone();
-    let limits = DeviceLimits::of(&client);
-    let cfg = ConvConfig::new(n, core::mem::size_of::<F>(), &limits, order.order, bias.is_some())
-        .expect("the caller checks conv_supported");
     let (x, weight) = (into_contiguous(x), into_contiguous(weight));
-    // The twiddles relaid for the register-resident stages (one small launch; any strides).
-    let tables = radix_twiddles::<R, F>((&tw.0, &tw.1), cfg.radix);
     // One allocation for both (each is a request to the device thread).
-    let [spectrum, output] = empties::<R, F, 2>(&x, [&[2, channels, n], &[batch, channels, out_len]]);
+    let [spectrum, output] = empties::<R, F, 2>(&x, [&[2, channels, plan.bins()], &[batch, channels, out_len]]);
     // Without a bias the kernel reads none: the taps stand in for it.
     let bias = bias.map(into_contiguous).unwrap_or_else(|| weight.clone());
-    let plane = (channels * n) as u32;
-    // SAFETY: a cube per channel (row) of N / 2^e threads holding 2^e elements each, which
-    // cover the row exactly (shared-memory slots below N: the swizzle permutes the lowest five
-    // bits); reads of the taps and the row are masked by their lengths, twiddle reads stay within
-    // the relaid table (log2 N · N/2 blocks of two quads), table reads within its 2N words,
-    // spectrum reads and writes within channels · N per part; cubes past the last row or
-    // channel leave before touching anything.
-    unsafe {
-        conv_taps_kernel::launch_unchecked::<F, R>(
-            &client,
-            grid(channels),
-            CubeDim::new_1d(cfg.radix.threads() as u32),
-            weight.clone().into_array_arg(),
-            order.table.clone().into_array_arg(),
-            tables.clone().into_array_arg(),
-            spectrum.clone().into_array_arg(),
-            TapsLayoutLaunch::new(channels as u32, taps as u32, plane),
-            InputScalar::new((n as f64).sqrt(), F::dtype()),
-            cfg,
-        );
-        conv_kernel::launch_unchecked::<F, R>(
-            &client,
-            grid(batch * channels),
-            CubeDim::new_1d(cfg.radix.threads() as u32),
-            x.clone().into_array_arg(),
-            FilterLaunch::new(spectrum.into_array_arg(), bias.into_array_arg()),
-            order.table.clone().into_array_arg(),
-            tables.into_array_arg(),
-            output.clone().into_array_arg(),
-            RowLayoutLaunch::new(
-                (batch * channels) as u32,
-                channels as u32,
-                length as u32,
-                out_len as u32,
-                plane,
-                0u32,
-            ),
-            cfg,
-        );
-    }
-    output
+    plan.spectra::<F>(weight, (channels, taps), (plan.fft_size() as f64).sqrt(), &spectrum);
+    let rows = ConvRows { rows: batch * channels, len: length, out_len, filters: channels };
+    plan.convolve::<F>(x, rows, (spectrum.clone(), bias), &output);
+    (output, spectrum)
+}
+
+/// The gradients of [`fft_conv`] ([`correlations`]) from the output's gradient `grad`; `kept`
+/// is what the forward left.
+pub(crate) fn fft_conv_backward<R: CubeRuntime, F: FloatElement>(
+    grad: CubeTensor<R>,
+    x_weight: (CubeTensor<R>, CubeTensor<R>),
+    kept: ConvKept<R>,
+    order: &InputOrder<R>,
+    n: usize,
+    want: (bool, bool),
+) -> (Option<CubeTensor<R>>, Option<CubeTensor<R>>) {
+    let cfg = ConvConfig { bias: false, correlate: true, ..kept.cfg };
+    let plan = ConvPlan { cfg, tables: kept.tables, order, n };
+    correlations::<R, F, _>(&plan, grad, x_weight, kept.taps_spectrum, want)
 }

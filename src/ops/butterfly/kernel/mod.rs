@@ -472,7 +472,7 @@ mod tests {
                             fits((2 * elem) << cfg.log_cube(), cfg.threads(), &format!("{cfg:?}"));
                             checked += 1;
                         }
-                        if let Some(cfg) = ConvConfig::new(n, elem, &limits, Order::Natural, true) {
+                        if let Some(cfg) = ConvConfig::complex(n, elem, &limits, Order::Natural, true) {
                             fits(2 * n * elem, cfg.radix.threads(), &format!("{cfg:?}"));
                             checked += 1;
                         }

@@ -24,7 +24,9 @@
 use burn_cubecl::{kernel::into_contiguous, tensor::CubeTensor, CubeRuntime, FloatElement};
 use cubecl::{prelude::*, CubeDim};
 
-use super::conv::{gather_permuted, store_result, transform, ConvConfig};
+use super::conv::{
+    convolution, correlations, gather_permuted, store_result, transform, ConvConfig, ConvKept, ConvLaunches, ConvRows,
+};
 use super::radix::radix_twiddles;
 use super::InputOrder;
 use crate::ops::cubecl::{cached_table, empties, grid};
@@ -340,16 +342,6 @@ struct RealPlan<'a, R: CubeRuntime> {
     n: usize,
 }
 
-/// The rows a [`RealPlan::convolve`] launch reads and writes: `rows` rows of `len` samples in,
-/// `out_len` out, row `r` multiplied by the filter spectrum `r mod filters`.
-#[derive(Clone, Copy)]
-struct ConvRows {
-    rows: usize,
-    len: usize,
-    out_len: usize,
-    filters: usize,
-}
-
 impl<'a, R: CubeRuntime> RealPlan<'a, R> {
     /// The plan for the FFT size `n` (a butterfly of n/2 with twiddles `tw`), adding a bias or
     /// not. The caller checks [`real_supported`].
@@ -392,9 +384,18 @@ impl<'a, R: CubeRuntime> RealPlan<'a, R> {
         let tables = radix_twiddles::<R, F>((&tw_re, &tw_im), cfg.radix);
         RealPlan { cfg, tables, split: split_table::<R, F>(n, like), order, n }
     }
+}
 
-    /// `spectrum[r] = s · rfft(src[r])` (the M + 1 bins, re then im) for `rows` rows of `len`
-    /// samples each, zero-padded to N; `spectrum` is `[2, rows, M + 1]`, `src` contiguous.
+impl<R: CubeRuntime> ConvLaunches<R> for RealPlan<'_, R> {
+    fn fft_size(&self) -> usize {
+        self.n
+    }
+
+    fn bins(&self) -> usize {
+        self.n / 2 + 1
+    }
+
+    /// The transform is `rfft` (the M + 1 bins, re then im).
     fn spectra<F: FloatElement>(
         &self,
         src: CubeTensor<R>,
@@ -428,10 +429,7 @@ impl<'a, R: CubeRuntime> RealPlan<'a, R> {
         }
     }
 
-    /// `output[r] = irfft(rfft(x[r]) ⊙ spectrum[r mod filters])`, or with the filter's conjugate
-    /// where the plan correlates, its first `out_len` samples plus `bias[r mod filters]` where the
-    /// plan adds one; `x` contiguous, `output` `[.., out_len]` of `rows` rows, `spectrum` as
-    /// [`Self::spectra`] wrote it for `filters` rows.
+    /// Through `irfft(rfft(x[r]) ⊙ spectrum[r mod filters])`.
     fn convolve<F: FloatElement>(
         &self,
         x: CubeTensor<R>,
@@ -473,6 +471,7 @@ impl<'a, R: CubeRuntime> RealPlan<'a, R> {
 /// n/2), `(n, out_len)` →
 /// `[batch, channels, out_len]`. The caller checks [`real_supported`] and the shapes
 /// (`L, K, out_len ≤ n`).
+/// Returns, beside the output, what its backward ([`fft_conv_real_backward`]) reuses.
 pub(crate) fn fft_conv_real<R: CubeRuntime, F: FloatElement>(
     x: CubeTensor<R>,
     weight: CubeTensor<R>,
@@ -480,68 +479,27 @@ pub(crate) fn fft_conv_real<R: CubeRuntime, F: FloatElement>(
     tw: (CubeTensor<R>, CubeTensor<R>),
     order: &InputOrder<R>,
     (n, out_len): (usize, usize),
-) -> CubeTensor<R> {
-    let dims = x.meta.shape().to_vec();
-    let (batch, channels, length) = (dims[0], dims[1], dims[2]);
-    let taps = weight.meta.shape()[1];
-    let (x, weight) = (into_contiguous(x), into_contiguous(weight));
+) -> (CubeTensor<R>, ConvKept<R>) {
     let plan = RealPlan::new::<F>(&x, tw, order, n, bias.is_some());
-    let [spectrum, output] = empties::<R, F, 2>(&x, [&[2, channels, n / 2 + 1], &[batch, channels, out_len]]);
-    // The bias tensor is read only where the configuration has one.
-    let bias = bias.map(into_contiguous).unwrap_or_else(|| weight.clone());
-    plan.spectra::<F>(weight, (channels, taps), (n as f64).sqrt(), &spectrum);
-    let rows = ConvRows { rows: batch * channels, len: length, out_len, filters: channels };
-    plan.convolve::<F>(x, rows, (spectrum, bias), &output);
-    output
+    let (output, taps_spectrum) = convolution::<R, F, _>(&plan, x, weight, bias, out_len);
+    (output, ConvKept { cfg: plan.cfg, tables: plan.tables, taps_spectrum })
 }
 
-/// The gradients of [`fft_conv_real`] without its bias (whose gradient is the output
-/// gradient's sum) from the output's gradient `grad` `[batch, channels, out_len]`: the signal's
-/// `[batch, channels, L]` where `want.0`, and the taps' per batch item `[batch, channels, K]`
-/// (the caller sums over the batch) where `want.1`.
-///
-/// Both are correlations, the convolution's adjoint: `∂x[m] = Σₙ g[n] h[n − m]` and
-/// `∂h[k] = Σₙ g[n] x[n − k]`, each `irfft(√N · rfft(g) ⊙ conj(rfft(·)))` cropped (no sample
-/// wraps: N ≥ L + K − 1, or the convolution is circular). So they run through the forward's own
-/// kernels, with the filter's conjugate: the taps' spectra and a convolution of the gradient
-/// for `∂x`, the signal's spectra (a filter per row) and a convolution for `∂h`. That is the
-/// adjoint of the convolution through the DFT, which the forward computes when its butterfly is
-/// the DFT of N/2 (the rfft's split and merge steps assume it): exact for the exact FFT, and
-/// within a trained checkpoint's own error for one.
+/// The gradients of [`fft_conv_real`] ([`super::conv::correlations`], through the rfft
+/// kernels with the filters conjugated) from the output's gradient `grad`; `kept` is what the
+/// forward left. The rfft's split and merge steps assume its
+/// butterfly is the DFT of N/2, as the adjoint does.
 pub(crate) fn fft_conv_real_backward<R: CubeRuntime, F: FloatElement>(
     grad: CubeTensor<R>,
-    (x, weight): (CubeTensor<R>, CubeTensor<R>),
-    tw: (CubeTensor<R>, CubeTensor<R>),
+    x_weight: (CubeTensor<R>, CubeTensor<R>),
+    kept: ConvKept<R>,
     order: &InputOrder<R>,
     n: usize,
     want: (bool, bool),
 ) -> (Option<CubeTensor<R>>, Option<CubeTensor<R>>) {
-    let dims = x.meta.shape().to_vec();
-    let (batch, channels, length) = (dims[0], dims[1], dims[2]);
-    let taps = weight.meta.shape()[1];
-    let out_len = grad.meta.shape()[2];
-    let grad = into_contiguous(grad);
-    let mut plan = RealPlan::new::<F>(&grad, tw, order, n, false);
-    plan.cfg.correlate = true;
-    let rows = batch * channels;
-    let bins = n / 2 + 1;
-    let grad_x = want.0.then(|| {
-        let weight = into_contiguous(weight);
-        let [spectrum, grad_x] = empties::<R, F, 2>(&grad, [&[2, channels, bins], &[batch, channels, length]]);
-        plan.spectra::<F>(weight.clone(), (channels, taps), (n as f64).sqrt(), &spectrum);
-        let conv = ConvRows { rows, len: out_len, out_len: length, filters: channels };
-        plan.convolve::<F>(grad.clone(), conv, (spectrum, weight), &grad_x);
-        grad_x
-    });
-    let grad_h = want.1.then(|| {
-        let x = into_contiguous(x);
-        let [spectrum, grad_h] = empties::<R, F, 2>(&grad, [&[2, rows, bins], &[batch, channels, taps]]);
-        plan.spectra::<F>(x.clone(), (rows, length), (n as f64).sqrt(), &spectrum);
-        let conv = ConvRows { rows, len: out_len, out_len: taps, filters: rows };
-        plan.convolve::<F>(grad.clone(), conv, (spectrum, x), &grad_h);
-        grad_h
-    });
-    (grad_x, grad_h)
+    let cfg = ConvConfig { bias: false, correlate: true, ..kept.cfg };
+    let plan = RealPlan { cfg, tables: kept.tables, split: split_table::<R, F>(n, &grad), order, n };
+    correlations::<R, F, _>(&plan, grad, x_weight, kept.taps_spectrum, want)
 }
 
 /// The split and merge steps of the rfft (`rfft.rs`) and their adjoints as maps of rows: each
