@@ -18,14 +18,13 @@
 //! of N/2 + 1 bins, irfft).
 //!
 //! The op is [`ButterflyOps::butterfly_conv`] ([`ButterflyOps::butterfly_conv_real`] through
-//! rfft): on wgpu and CUDA without autodiff (inference) three fused launches (the twiddles
-//! relaid, the taps transformed, every channel convolved), elsewhere (and under autodiff, where
-//! the gradient is recorded) the tensor-op reference
-//! ([`crate::ops::butterfly::fft_conv_reference`], [`crate::ops::butterfly::fft_conv_real`]).
-//! Through rfft with a frozen FFT, training on wgpu and CUDA runs the fused kernels too: the
-//! backward is the convolution's adjoint (correlations with the taps and with the signal) through
-//! the same kernels, four launches, exact for the exact FFT and within a checkpoint's own error
-//! for a trained one.
+//! rfft): on wgpu and CUDA three fused launches (the twiddles relaid, the taps transformed, every
+//! channel convolved) in inference, and in training with a frozen FFT, whose backward is the
+//! convolution's adjoint (correlations with the taps and with the signal) through the same
+//! kernels, exact for the exact FFT and within a checkpoint's own error for a trained one.
+//! Elsewhere (a learnable FFT, a row larger than a cube holds, ndarray, candle) the tensor-op
+//! reference ([`crate::ops::butterfly::fft_conv_reference`],
+//! [`crate::ops::butterfly::fft_conv_real`]), its gradient from Burn's autodiff.
 //!
 //! Where the FFT comes from is [`FftSource`]: the exact FFT or a shipped checkpoint, both frozen
 //! (no gradient, never updated by an optimiser), or a learnable butterfly started at the exact FFT.

@@ -114,7 +114,8 @@ pub trait ButterflyOps: Backend {
     /// channels, L]` with the taps `weight` `[channels, K]` and `bias` `[channels]`, zero-padded to
     /// `n` → `[batch, channels, out_len]`. Default: the tensor-op reference
     /// ([`fft_conv_reference`]), whose gradient comes
-    /// from Burn's autodiff; CubeCL backends without autodiff run it fused (three launches). The
+    /// from Burn's autodiff; CubeCL backends run it fused (three launches) without autodiff, and
+    /// under it where the twiddles are not tracked (the backward through the same kernels). The
     /// caller checks the shapes (`L, K, out_len ≤ n`, `tw_*` of size `n`).
     fn butterfly_conv(
         x: Tensor<Self, 3>,
@@ -170,7 +171,7 @@ pub trait ButterflyOps: Backend {
     /// Default: that tensor-op path, whose gradient comes from Burn's autodiff; CubeCL backends
     /// without autodiff run it fused (three launches, the split and merge steps on-chip), and so
     /// does `Autodiff` over them where the twiddles are not tracked (a frozen FFT), its backward
-    /// the convolution's adjoint through the same kernels (four launches, the taps' gradient
+    /// the convolution's adjoint through the same kernels (three launches, the taps' gradient
     /// summed over the batch by a tensor op).
     fn butterfly_conv_real(
         x: Tensor<Self, 3>,
