@@ -83,7 +83,7 @@ pub enum Error {
         available: Option<u64>,
     },
     /// Training was asked to stop (SIGTERM, SIGINT, or the trainer's stop flag).
-    #[error("train: stopped at step {step} as asked; {}", match checkpoint { Some(p) => format!("checkpoint written to {p}: run the same command with --resume to continue"), None => "nothing was saved (no checkpoint directory)".into() })]
+    #[error("train: stopped at step {step} as asked; {}", match checkpoint { Some(p) => format!("checkpoint written to {p}: run the same command with --resume to continue"), None => "nothing was saved (no checkpoint directory, or stopped before the first step)".into() })]
     Interrupted {
         /// The step the run stopped at (the checkpoint holds the state before it).
         step: usize,

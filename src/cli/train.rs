@@ -95,7 +95,12 @@ pub fn run(args: TrainArgs, global: &Global) -> learned_fft::Result<Value> {
         "N = {}: rmse {:.3e}{} after {} steps in {:.1} s ({} attempt(s)) on {}",
         report.n,
         report.rmse,
-        report.floor.map(|f| format!(", floor {f:.3e} ({:.3}×)", report.rmse / f)).unwrap_or_default(),
+        report.floor.map(|f| format!(", floor {f:.3e} ({:.3}×)", report.rmse / f)).unwrap_or_default()
+            + &report
+                .floor_in_trainer_gauge
+                .filter(|&f| f > 0.0)
+                .map(|f| format!(", {:.3}× its rounding in the trainer's gauge", report.rmse / f))
+                .unwrap_or_default(),
         report.steps,
         report.seconds,
         report.attempts,

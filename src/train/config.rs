@@ -279,7 +279,9 @@ train_config! {
         /// `--model bp --real-output` learns every stage of every factor, and the permutation is
         /// learned from the objective ([`crate::train::permutation`]): no stage of a known
         /// factorization is given. Unset `model` means `bp` then. A target with complex images
-        /// is refused.
+        /// is refused. Such a run grows from N/2 (`grow_above`) only as one butterfly
+        /// (`model` B, for a family whose butterfly takes its input in natural order): a
+        /// permutation learned at each size does not double.
         #[config(default = false)]
         pub real_output: bool,
         /// rmse at which Adam hands over to the polish phase.
@@ -357,6 +359,12 @@ pub fn grow_above_default(target: &Target) -> usize {
 }
 
 impl TrainConfig {
+    /// Whether the run learns its first permutation under the real-output map (any class but
+    /// one butterfly): such a permutation is learned at each size, so the run does not grow.
+    pub fn learns_real_output_permutation(&self) -> bool {
+        self.real_output && self.model != Some(ModelChoice::B)
+    }
+
     /// The size above which this run grows from N/2: [`TrainConfig::grow_above`], or the
     /// target's default.
     pub fn grow_threshold(&self) -> usize {
@@ -429,10 +437,11 @@ impl TrainConfig {
                     format!("grow_above = {}", self.grow_threshold()),
                 ));
             }
-            _ if self.real_output && self.grow_above.is_some_and(|g| g < self.n) => {
+            _ if self.learns_real_output_permutation() && self.grow_above.is_some_and(|g| g < self.n) => {
                 return Err(Error::invalid(
                     "train",
-                    "no growing with the real-output map (its permutation is learned at each size)",
+                    "no growing with the real-output map except for one butterfly (`--model b`): a \
+                     permutation learned at each size does not double",
                     format!("grow_above = {}", self.grow_threshold()),
                 ));
             }

@@ -22,7 +22,12 @@
 
 use num_complex::Complex64;
 
-use crate::ops::Permutation;
+use crate::error::Result;
+use crate::metrics::rmse_of_model;
+use crate::nn::{model_class_of_size, Butterfly, ButterflyProduct};
+use crate::ops::{ButterflyOps, Permutation};
+use crate::reference::factorizations::{exact, Factor};
+use crate::reference::Target;
 
 /// The smallest |pivot| (relative to the RMS magnitude of its stage's entries) at which the
 /// gauge is fixed; below it the division would amplify the error, and the twiddles are left as
@@ -138,4 +143,46 @@ pub fn gauge_mask(re: &[f64], im: &[f64], n: usize, learned: &[bool]) -> Vec<f64
         }
     }
     mask
+}
+
+/// The exact factorization's floor in the trainer's gauge: the rmse, on `B` (its float type),
+/// of `target`'s exact factorization at size `n` with its gauge fixed as [`fix_gauge`] fixes a
+/// trained layer's (in f64, then rounded to `B`'s type), measured as the report's rmse (through
+/// the real part with `real_output`). `None` where the target has no exact factorization or its
+/// gauge cannot be fixed.
+///
+/// The report's floor rounds the same factorization in unitary blocks, whose every entry carries
+/// a rounded 1/√2; the trainer's gauge has exact ones where it can, so this is the lower of the
+/// two, and the one an f32 run that ends at the exact factorization's gauge representative can
+/// reach by rounding alone (for the DFT 0.21 … 0.43 × the unitary floor at N = 16 … 256).
+///
+/// # Errors
+/// Those of the factorization and of the measurement ([`rmse_of_model`]).
+pub fn floor_in_trainer_gauge<B: ButterflyOps>(
+    n: usize,
+    target: &Target,
+    real_output: bool,
+    device: &B::Device,
+) -> Result<Option<f64>> {
+    let Some(factorization) = exact(target, n)? else { return Ok(None) };
+    let factors = factorization.factors();
+    let perms = factors.iter().map(|f| Permutation::gather(f.permutation.clone())).collect::<Result<Vec<_>>>()?;
+    let learned = model_class_of_size(target, n)?.learned;
+    let re: Vec<f64> = factors.iter().flat_map(|f| f.re.iter().copied()).collect();
+    let im: Vec<f64> = factors.iter().flat_map(|f| f.im.iter().copied()).collect();
+    let Some((re, im)) = fix_gauge(&re, &im, n, &perms, &learned) else { return Ok(None) };
+    let per_factor = re.len() / factors.len();
+    let layer = ButterflyProduct::<B> {
+        factors: factors
+            .iter()
+            .enumerate()
+            .map(|(k, f)| {
+                let span = k * per_factor..(k + 1) * per_factor;
+                let factor =
+                    Factor { permutation: f.permutation.clone(), re: re[span.clone()].to_vec(), im: im[span].to_vec() };
+                Butterfly::from_factor(&factor, device)
+            })
+            .collect::<Result<Vec<_>>>()?,
+    };
+    rmse_of_model(&layer, target, real_output).map(Some)
 }

@@ -12,6 +12,8 @@
 //! not the best permutation, and a wrong choice at a coarse level costs an O(1) loss, so the
 //! scores tell right from wrong by orders of magnitude).
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use burn::module::Module;
 use burn::optim::{AdamConfig, GradientsParams, Optimizer};
 use burn::tensor::backend::Backend;
@@ -70,13 +72,18 @@ struct Relaxed<B: Backend> {
 /// The permutation that makes the objective's target a butterfly after it, learned from the
 /// objective alone (its inputs and their images: no matrix): see the module docs.
 ///
+/// `stop` (the trainer's stop flag, set on SIGTERM and SIGINT) is read at every step: the
+/// search runs before a run's first step, minutes at N = 64, and ends as asked.
+///
 /// # Errors
 /// [`Error::InvalidInput`] when `search` asks for no seed; [`Error::Diverged`] when a loss is
-/// not finite; those of the layers' construction.
+/// not finite; [`Error::Interrupted`] (at step 0, nothing saved) once `stop` is set; those of
+/// the layers' construction.
 pub fn learn_permutation<B: FftBackend>(
     objective: &Objective<B>,
     search: &PermutationSearch,
     seed: u64,
+    stop: Option<&AtomicBool>,
     device: &B::Device,
 ) -> Result<LearnedPermutation> {
     if search.seeds == 0 {
@@ -89,8 +96,8 @@ pub fn learn_permutation<B: FftBackend>(
     'seeds: for s in 0..search.seeds as u64 {
         let seed = seed.wrapping_add(s.wrapping_mul(0x9e37_79b9));
         for after in [Permutation::Identity, Permutation::BitReversal] {
-            let perm = relax(objective, search, seed, &after, device)?;
-            let score = fit(objective, &perm, search.score_steps, search.lr, seed, device)?;
+            let perm = relax(objective, search, seed, &after, stop, device)?;
+            let score = fit(objective, &perm, search.score_steps, search.lr, seed, stop, device)?;
             tried.push((perm, score));
             if score <= SOLVED * scale {
                 break 'seeds;
@@ -112,6 +119,7 @@ fn relax<B: FftBackend>(
     search: &PermutationSearch,
     seed: u64,
     after: &Permutation,
+    stop: Option<&AtomicBool>,
     device: &B::Device,
 ) -> Result<Permutation> {
     let n = objective.n();
@@ -124,6 +132,7 @@ fn relax<B: FftBackend>(
     let mut optim_b = AdamConfig::new().with_epsilon(1e-8).init::<B, Relaxed<B>>();
     let mut optim_p = AdamConfig::new().with_epsilon(1e-8).init::<B, Relaxed<B>>();
     for step in 0..search.relax_steps {
+        stop_if_asked(stop)?;
         let (re, im) = objective.input();
         let (re, im) = model.perm.forward(re, im)?;
         let y = model.butterfly.forward(re, im)?;
@@ -146,6 +155,7 @@ fn fit<B: FftBackend>(
     steps: usize,
     lr: f64,
     seed: u64,
+    stop: Option<&AtomicBool>,
     device: &B::Device,
 ) -> Result<f64> {
     let n = objective.n();
@@ -156,6 +166,7 @@ fn fit<B: FftBackend>(
     let mut optim = AdamConfig::new().with_epsilon(1e-8).init::<B, Butterfly<B>>();
     let mut last = f64::INFINITY;
     for step in 0..=steps {
+        stop_if_asked(stop)?;
         let (re, im) = objective.input();
         let loss = objective.mean_square(&objective.residual(butterfly.forward(re, im)?));
         last = scalar(loss.clone());
@@ -167,6 +178,15 @@ fn fit<B: FftBackend>(
         butterfly = optim.step(lr, butterfly, grads);
     }
     Ok(last.sqrt())
+}
+
+/// [`Error::Interrupted`] at step 0 with nothing saved once `stop` is set: the search comes
+/// before the run's first step and its checkpoint.
+fn stop_if_asked(stop: Option<&AtomicBool>) -> Result<()> {
+    match stop.is_some_and(|s| s.load(Ordering::SeqCst)) {
+        true => Err(Error::Interrupted { step: 0, checkpoint: None }),
+        false => Ok(()),
+    }
 }
 
 fn check_finite(value: f64, step: usize) -> Result<()> {

@@ -181,7 +181,7 @@ impl<'a, B: FftBackend> Run<'a, B> {
         // The real-output map: the first permutation is learned below, on the real batch.
         let probes = match cfg.real_output {
             true => {
-                learn_permutation = cfg.model != Some(ModelChoice::B);
+                learn_permutation = cfg.learns_real_output_permutation();
                 probes.real()?
             }
             false => probes,
@@ -201,7 +201,8 @@ impl<'a, B: FftBackend> Run<'a, B> {
         // The search's time is the run's: its seconds count from before it.
         let searched = Instant::now();
         if learn_permutation {
-            let learned = permutation::learn_permutation(&objective, &PermutationSearch::default(), cfg.seed, device)?;
+            let search = PermutationSearch::default();
+            let learned = permutation::learn_permutation(&objective, &search, cfg.seed, options.stop, device)?;
             class.permutations[0] = learned.permutation;
             class.sources[0] = PermutationSource::Learned;
         }
@@ -248,7 +249,7 @@ impl<'a, B: FftBackend> Run<'a, B> {
         }
         // A user's target grown from its half-size member keeps that member's permutations,
         // doubled: at the sizes with no matrix at hand they are known no other way.
-        if cfg.target.is_users() && state.grown_from.is_some() {
+        if cfg.target.is_users() && state.grown_from.is_some() && cfg.model != Some(ModelChoice::B) {
             class.permutations = layer.permutations();
             class.sources = vec![PermutationSource::Grown; class.permutations.len()];
         }

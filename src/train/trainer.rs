@@ -54,6 +54,12 @@ pub struct TrainReport {
     pub rmse_over_floor: Option<f64>,
     /// What the floor measures (`None` where there is no floor).
     pub floor_source: Option<FloorSource>,
+    /// The exact factorization's floor in the trainer's gauge
+    /// ([`gauge::floor_in_trainer_gauge`](super::gauge::floor_in_trainer_gauge)): the same
+    /// factorization as the floor of a built-in target, rounded where the trainer's gauge puts
+    /// exact ones, so lower (for the DFT 0.21 … 0.43 × the floor at N = 16 … 256). The bar stays the floor;
+    /// this says how far below it rounding alone can go. `None` for a user's target.
+    pub floor_in_trainer_gauge: Option<f64>,
     /// The bar this run had to reach ([`metrics::bar`]): 1e-14 in f64; in f32 the floor (an
     /// exact factorization's) or 1.05 × the floor (the model's own solution's); `None` in f32
     /// where there is no floor.
@@ -241,7 +247,9 @@ impl Trainer {
     ) -> Result<Option<Grown<B>>> {
         let cfg = &self.config;
         // N/2 = 2, where the bit reversal is the identity: N = 4 starts from random weights.
-        if cfg.n <= cfg.grow_threshold().max(4) || cfg.real_output {
+        // Under the real-output map only one butterfly grows: a permutation learned at each
+        // size does not double.
+        if cfg.n <= cfg.grow_threshold().max(4) || cfg.learns_real_output_permutation() {
             return Ok(None);
         }
         let class = model_class_for(&cfg.target, cfg.n, None, cfg.model)?;
@@ -393,6 +401,7 @@ fn finish<B: FftBackend>(mut run: Run<'_, B>, selected: &Selected) -> Result<(Bu
         floor,
         rmse_over_floor: floor.map(|f| rmse / f),
         floor_source,
+        floor_in_trainer_gauge: super::gauge::floor_in_trainer_gauge::<B>(n, &cfg.target, cfg.real_output, device)?,
         bar,
         reached: bar.is_some_and(|b| rmse <= b),
         model: match (cfg.model, cfg.real_output) {

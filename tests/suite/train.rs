@@ -286,6 +286,60 @@ fn config_steps() -> usize {
     TrainConfig::new(8).adam_steps
 }
 
+/// The exact factorization's floor in the trainer's gauge: in f64 the gauge-fixed factorization
+/// is still the target (the rescaling keeps the product), in f32 it rounds below the unitary
+/// floor for every built-in with a factorization here (its exact ones are where the unitary
+/// blocks carry a rounded 1/√2), and a trained run's report carries it; a user's target has
+/// none.
+#[test]
+fn the_floor_in_the_trainers_gauge_is_reported_and_below_the_unitary_floor() {
+    use learned_fft::train::gauge::floor_in_trainer_gauge;
+    let device = Default::default();
+    let targets = [Target::Dft, Target::Idft, Target::Hadamard, Target::Hartley, Target::Dct2, Target::Dst2];
+    for target in targets.iter().chain([&Target::Circulant { kernel: normals(3, 16) }]) {
+        let n = 16;
+        let f64_floor = floor_in_trainer_gauge::<NdArrayBackend<f64>>(n, target, false, &device).unwrap().unwrap();
+        assert!(
+            f64_floor < 1e-15,
+            "{:?}: the gauge-fixed factorization is {f64_floor:e} from the target",
+            target.kind()
+        );
+        let gauge = floor_in_trainer_gauge::<NdArrayBackend<f32>>(n, target, false, &device).unwrap().unwrap();
+        let unitary = learned_fft::metrics::floor::<NdArrayBackend<f32>>(n, target, &device).unwrap().unwrap();
+        assert!(gauge < unitary, "{:?}: {gauge:e} in the trainer's gauge, {unitary:e} unitary", target.kind());
+    }
+    let r = train(TrainConfig::new(8), BackendKind::Ndarray, Precision::F32);
+    let expected = floor_in_trainer_gauge::<NdArrayBackend<f32>>(8, &Target::Dft, false, &device).unwrap();
+    assert_eq!(r.floor_in_trainer_gauge, expected);
+    assert!(expected.unwrap() < r.floor.unwrap());
+    let matrix = Target::Matrix(learned_fft::reference::MatrixTarget::new(Target::Dft.matrix(8).unwrap()).unwrap());
+    assert_eq!(floor_in_trainer_gauge::<NdArrayBackend<f32>>(8, &matrix, false, &device).unwrap(), None);
+}
+
+/// A stop asked for while the real-output run searches its permutation (before its first step)
+/// ends the run there: nothing is written, and the error says so. The search reads the stop
+/// flag at every step; before it did, the search ran to its end and the run stopped only after
+/// its first checkpoint.
+#[test]
+fn a_stop_during_the_permutation_search_ends_the_run_before_anything_is_written() {
+    use std::sync::atomic::AtomicBool;
+    use std::sync::Arc;
+    let dir = scratch("stop-in-search");
+    let config = TrainConfig::new(8)
+        .with_target(Target::Hartley)
+        .with_real_output(true)
+        .with_checkpoint_dir(Some(dir.display().to_string()));
+    let stop = Arc::new(AtomicBool::new(true));
+    let r = Trainer::new(config).unwrap().with_stop_flag(stop).run(BackendKind::Ndarray, Precision::F64, &mut ());
+    match r {
+        Err(e @ Error::Interrupted { step: 0, checkpoint: None }) => {
+            assert!(e.to_string().contains("nothing was saved"), "{e}")
+        }
+        other => panic!("stopped during the search: {other:?}"),
+    }
+    assert!(!dir.join("checkpoint.lfft").exists(), "a checkpoint was written");
+}
+
 /// A real-output checkpoint records the map, and measured as `eval` does
 /// (`metrics::rmse_of_model`) gives the report's rmse through the map only: the layer's
 /// imaginary part is free, so M itself is not the target.
@@ -1012,6 +1066,23 @@ fn shipped_checkpoints_are_under_the_f32_bar_here_too() {
 /// type per device and process, and other tests use the CPU devices at f64.
 #[test]
 fn resumed_run_follows_the_uninterrupted_run() {
+    resumed_run_follows(&["--n", "16", "--seed", "5"], "resume");
+}
+
+/// The same for a run of the real-output map, whose first permutation was learned before its
+/// first step: the resumed run takes it from the checkpoint's layer (a different permutation
+/// would leave the uninterrupted run's path), and its report still says it was learned.
+#[test]
+fn a_resumed_real_output_run_keeps_its_learned_permutation() {
+    let report = resumed_run_follows(&["--n", "8", "--target", "hartley", "--real-output"], "resume-real");
+    assert_eq!(report["model"], "Re(BP)");
+    assert_eq!(report["permutations"], serde_json::json!(["learned"]));
+}
+
+/// Trains with `extra` arguments twice in child processes, once through and once killed past
+/// its second checkpoint (mid-Adam) and resumed, and checks that the resumed run took the
+/// uninterrupted run's path; returns the resumed run's report.
+fn resumed_run_follows(extra: &[&str], name: &str) -> serde_json::Value {
     use std::io::{BufRead, BufReader};
     use std::process::{Command, Stdio};
     let every = 20;
@@ -1020,8 +1091,9 @@ fn resumed_run_follows_the_uninterrupted_run() {
         let mut a: Vec<String> =
             // Adam's plateau windows close at the checkpoints (every 20 steps): the resumed
             // run computes its checkpoint's step again and must not read it as a plateau.
-            ["--backend", "ndarray", "train", "--n", "16", "--seed", "5", "--quiet", "--log-every", "1", "--plateau-steps", "20"]
+            ["--backend", "ndarray", "train", "--quiet", "--log-every", "1", "--plateau-steps", "20"]
                 .iter()
+                .chain(extra)
                 .map(|s| s.to_string())
                 .collect();
         a.extend(["--checkpoint-every".to_string(), every.to_string(), "--checkpoint-dir".to_string()]);
@@ -1042,7 +1114,7 @@ fn resumed_run_follows_the_uninterrupted_run() {
         let last = String::from_utf8_lossy(&out.stdout).lines().last().unwrap_or_default().to_string();
         (path, serde_json::from_str::<serde_json::Value>(&last).expect("a JSON report")["train"].clone())
     };
-    let (full_dir, cut_dir) = (scratch("resume-full"), scratch("resume-cut"));
+    let (full_dir, cut_dir) = (scratch(&format!("{name}-full")), scratch(&format!("{name}-cut")));
     let full = Command::new(exe).args(args(&full_dir, false)).output().expect("run");
     let (full_path, full_report) = path_of(&full);
     // The same run, killed once it is past its second checkpoint.
@@ -1073,7 +1145,7 @@ fn resumed_run_follows_the_uninterrupted_run() {
         expected.len(),
         resumed_path.len()
     );
-    for key in ["steps", "attempts", "rmse"] {
+    for key in ["steps", "attempts", "rmse", "permutations"] {
         assert_eq!(full_report[key], resumed_report[key], "{key}");
     }
     // The training curve the final checkpoint keeps is the whole run's, across the kill: the
@@ -1085,6 +1157,7 @@ fn resumed_run_follows_the_uninterrupted_run() {
     let (full_curve, resumed_curve) = (curve(&full_dir), curve(&cut_dir));
     assert!(full_curve.len() as u64 > at + 10, "a record per step: {} records", full_curve.len());
     assert_eq!(full_curve, resumed_curve, "the resumed run's saved curve is the uninterrupted run's");
+    resumed_report
 }
 
 /// Growing (the layer of N/2 applied to both halves, a random last stage): from the exact

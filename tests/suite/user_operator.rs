@@ -133,6 +133,55 @@ impl Operator for Scaled {
     }
 }
 
+/// A real-output family grows as one butterfly: the DCT-II with its input gathered into the
+/// order a butterfly of its Re(B P) factorization takes (Makhoul's reordering, then the bit
+/// reversal), so that `--model b --real-output` can represent it, trained at N = 8 from random
+/// weights and grown to 16. The report says what was given: no permutation (the identity), every
+/// stage learned. With a permutation to learn (`bp`, the default under the map) growing is
+/// refused: a permutation learned at each size does not double.
+#[test]
+fn a_real_output_family_grows_as_one_butterfly() {
+    use learned_fft::nn::ModelChoice;
+    let gathered = || Target::Operator(OperatorTarget::new(Gathered).expect("a valid operator"));
+    let config = TrainConfig::new(16)
+        .with_target(gathered())
+        .with_model(Some(ModelChoice::B))
+        .with_real_output(true)
+        .with_grow_above(Some(8));
+    let r = train(config, Precision::F64).unwrap();
+    assert!(r.reached && r.rmse <= F64_TRAIN_BAR, "rmse {:.3e}", r.rmse);
+    assert_eq!(r.grown_from, Some(8));
+    assert_eq!((r.model.as_str(), r.stages_learned, r.stages_fixed), ("Re(B)", 4, 0));
+    assert_eq!(r.permutations, [PermutationSource::Identity]);
+    let config = TrainConfig::new(16).with_target(gathered()).with_real_output(true).with_grow_above(Some(8));
+    let msg = train(config, Precision::F64).unwrap_err().to_string();
+    assert!(msg.contains("real-output map except for one butterfly"), "{msg}");
+}
+
+/// The DCT-II whose member of size N takes its input gathered by Makhoul's reordering (even
+/// samples ascending, odd ones descending), then the bit reversal: `y = C z`, `z[p[i]] = x[i]`.
+struct Gathered;
+
+impl Operator for Gathered {
+    fn name(&self) -> String {
+        "gathered DCT-II".into()
+    }
+    fn has_size(&self, n: usize) -> bool {
+        n >= 2
+    }
+    fn apply(&self, n: usize, x: &mut [Complex64]) -> Result<()> {
+        // The first permutation of the DCT-II's exact factorization is that gather.
+        let p = learned_fft::reference::factorizations::permutations(&Target::Dct2, n)?.swap_remove(0);
+        for chunk in x.chunks_mut(n) {
+            let mut z = vec![Complex64::new(0.0, 0.0); n];
+            p.iter().zip(chunk.iter()).for_each(|(&j, &v)| z[j] = v);
+            Target::Dct2.apply(n, &mut z)?;
+            chunk.copy_from_slice(&z);
+        }
+        Ok(())
+    }
+}
+
 /// The identity, of the sizes given.
 struct Sized {
     name: &'static str,
