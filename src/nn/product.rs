@@ -126,16 +126,21 @@ impl<B: Backend> ButterflyProduct<B> {
     /// # Errors
     /// Those of [`Butterfly::from_factor`] (none for a product built here).
     pub fn cast<C: Backend>(&self, device: &C::Device) -> Result<ButterflyProduct<C>> {
+        let factors = self.to_factors().iter().map(|f| Butterfly::from_factor(f, device)).collect::<Result<_>>()?;
+        Ok(ButterflyProduct { factors })
+    }
+
+    /// The factors' permutations and twiddles in f64, as [`Butterfly::from_factor`] takes them:
+    /// the product on no backend, to be rebuilt on any ([`ButterflyProduct::cast`]).
+    pub fn to_factors(&self) -> Vec<Factor> {
         let n = self.n();
-        let factors = self
-            .factors
+        self.factors
             .iter()
             .map(|f| {
                 let (re, im) = f.twiddles_f64();
-                Butterfly::from_factor(&Factor { permutation: f.permutation().indices(n), re, im }, device)
+                Factor { permutation: f.permutation().indices(n), re, im }
             })
-            .collect::<Result<Vec<_>>>()?;
-        Ok(ButterflyProduct { factors })
+            .collect()
     }
 
     /// The product of size 2N whose factors are this product's, each doubled

@@ -180,17 +180,30 @@ pub struct Objective<B: Backend> {
     real_output: bool,
 }
 
-/// Bytes a run at size `n` needs at its peak, with `float` bytes per float, counted as one
-/// memory (on a GPU part of it is the device's): for the dense objective (`rows` = n) the f64
-/// target and its parts on the host (80·N²), for probes their inputs and images in f64
-/// (64·rows·N); on the device the input and the target's rounded parts for both objectives
-/// (10·rows·N floats) and the forward's activations and their gradients (4·(K·log2 N + 1)·rows·N
-/// floats for K factors). `None` when the figure overflows.
+/// Bytes a run at size `n` needs at its peak, with `float` bytes per float: on the host and on
+/// the device ([`device_bytes_needed`]) together, as one memory (a CPU backend's). On the host the
+/// dense objective (`rows` = n) keeps the f64 target and its parts (80·N²), the probes their
+/// inputs and images in f64 (64·rows·N). `None` when the figure overflows.
 pub fn bytes_needed(n: usize, rows: usize, factors: usize, float: usize) -> Option<u64> {
+    memory::sum(&[host_bytes_needed(n, rows), device_bytes_needed(n, rows, factors, float)])
+}
+
+/// The host's part of [`bytes_needed`]: what stays on the host when a GPU computes.
+pub fn host_bytes_needed(n: usize, rows: usize) -> Option<u64> {
+    if rows == n {
+        memory::product(&[n, n, 80])
+    } else {
+        memory::product(&[rows, n, 64])
+    }
+}
+
+/// The device's part of [`bytes_needed`]: the input and the target's rounded parts for both
+/// objectives (10·rows·N floats) and the forward's activations and their gradients
+/// (4·(K·log2 N + 1)·rows·N floats for K factors).
+pub fn device_bytes_needed(n: usize, rows: usize, factors: usize, float: usize) -> Option<u64> {
     let log_n = n.checked_ilog2().unwrap_or(0) as usize;
-    let device = 10 + 4 * (factors * log_n + 1);
-    let host = if rows == n { memory::product(&[n, n, 80]) } else { memory::product(&[rows, n, 64]) };
-    memory::sum(&[host, memory::product(&[rows, n, device, float])])
+    let per_entry = factors.checked_mul(log_n)?.checked_add(1)?.checked_mul(4)?.checked_add(10)?;
+    memory::product(&[rows, n, per_entry, float])
 }
 
 /// Rows of the objective's batch for a run at size `n` with `probes` asked for (see

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
-use burn::backend::Autodiff;
+use burn::tensor::backend::{Device as _, DeviceId};
 use serde::Serialize;
 
 use super::checkpoint;
@@ -15,12 +15,12 @@ use super::objective::{scalar, DENSE_MAX_N};
 use super::observer::{AttemptLog, Observer, Progress};
 use super::run::{Grown, Run, RunOptions};
 use super::state::Phase;
-use crate::backend::{dispatch, select, BackendKind, BackendTask, FftBackend, NdArrayBackend, Precision, Selected};
+use crate::backend::{dispatch, BackendKind, BackendTask, FftBackend, Precision, Selected};
 use crate::error::{Error, Result};
 use crate::metrics::{self, FloorSource};
-use crate::nn::{model_class_for, ButterflyProduct, ModelChoice, PermutationSource};
+use crate::nn::{model_class_for, Butterfly, ButterflyProduct, ModelChoice, PermutationSource};
 use crate::ops::Permutation;
-use crate::reference::factorizations::model_name;
+use crate::reference::factorizations::{model_name, Factor};
 use crate::reference::{Operator, Target};
 
 /// The outcome of a run. The rmse and floor here are the f64 metric of [`crate::metrics`],
@@ -186,7 +186,7 @@ impl Trainer {
         let half = RefCell::new(None);
         let grow =
             |attempt: usize, observer: &mut dyn Observer| self.grown::<B>(attempt, device, selected, &half, observer);
-        let own_solution = self.own_solution::<B>(device, observer)?;
+        let own_solution = self.own_solution::<B>(device, selected, observer)?;
         let options = RunOptions { resume: self.resume, stop: self.stop.as_deref(), grow: &grow, own_solution };
         let mut run = Run::<B>::start(&self.config, options, device, observer)?;
         run.announce(selected);
@@ -201,15 +201,17 @@ impl Trainer {
 
     /// For an f32 run on a target with no known factorization (a user's matrix), the model's
     /// own f64 solution, as this backend evaluates it (its twiddles rounded to the backend's
-    /// float type): the same config trained in f64 on the CPU (ndarray; no checkpoints or logs,
-    /// its progress to `observer`), which the trainer leaves gauge-fixed. Its rmse is the f32
-    /// floor: what rounding a solution in the trainer's own gauge costs, found without an
-    /// answer. `None` in f64, for a target with an exact factorization (its floor is that
-    /// factorization's), and when the f64 run misses its own bar (no solution is known; the f32
-    /// run then has no bar).
+    /// float type): the same config trained in f64 (no checkpoints or logs, its progress to
+    /// `observer`), which the trainer leaves gauge-fixed, on the run's own backend and device
+    /// where it computes in f64 (CUDA, candle, ndarray) and on the CPU (ndarray) where it is
+    /// f32-only (wgpu). Its rmse is the f32 floor: what rounding a solution in the trainer's own
+    /// gauge costs, found without an answer. `None` in f64, for a target with an exact
+    /// factorization (its floor is that factorization's), and when the f64 run misses its own
+    /// bar (no solution is known; the f32 run then has no bar).
     fn own_solution<B: FftBackend>(
         &self,
         device: &B::Device,
+        selected: &Selected,
         observer: &mut dyn Observer,
     ) -> Result<Option<ButterflyProduct<B::InnerBackend>>> {
         let cfg = &self.config;
@@ -218,13 +220,19 @@ impl Trainer {
         }
         let config = TrainConfig { checkpoint_dir: None, log_dir: None, stop_rmse: None, ..cfg.clone() };
         let trainer = Trainer { config, resume: false, stop: self.stop.clone() };
-        let selected = select(BackendKind::Ndarray, Precision::F64)?;
-        let (layer, report) =
-            trainer.run_on::<Autodiff<NdArrayBackend<f64>>>(&Default::default(), &selected, observer)?;
-        if !report.reached {
+        // The f64 run is the longer one of the two (to 1e-14, not the f32 bar): on a GPU with
+        // f64 (an N = 1024 run on 8192 pairs takes minutes there, hours on the CPU) it stays on
+        // the run's device; wgpu has no f64, and its twin on the CPU is ndarray.
+        let (kind, on) = match selected.kind {
+            BackendKind::Wgpu => (BackendKind::Ndarray, None),
+            kind => (kind, Some(device.to_id())),
+        };
+        let task = OwnSolution { trainer: &trainer, on, device_name: &selected.device, observer };
+        let Some(factors) = dispatch(kind, Precision::F64, task)? else {
             return Ok(None);
-        }
-        layer.cast::<B::InnerBackend>(device).map(Some)
+        };
+        let factors = factors.into_iter().map(|f| Butterfly::from_factor(&f, device)).collect::<Result<Vec<_>>>()?;
+        Ok(Some(ButterflyProduct { factors }))
     }
 
     /// Attempt `attempt`'s start grown from the layer trained at N/2 on the halved target, where
@@ -418,4 +426,27 @@ fn finish<B: FftBackend>(mut run: Run<'_, B>, selected: &Selected) -> Result<(Bu
         history: ended.history,
     };
     Ok((layer, report))
+}
+
+/// The f64 run of [`Trainer::own_solution`] on the backend [`dispatch`] picks, on device `on`
+/// where given (the f32 run's, for a backend with both precisions on one device type): its
+/// trained factors in f64 when it reached its bar.
+struct OwnSolution<'a> {
+    trainer: &'a Trainer,
+    on: Option<DeviceId>,
+    /// The f32 run's description of its device, which `on` is.
+    device_name: &'a str,
+    observer: &'a mut dyn Observer,
+}
+
+impl BackendTask for OwnSolution<'_> {
+    type Output = Option<Vec<Factor>>;
+    fn run<C: FftBackend>(self, device: C::Device, selected: &Selected) -> Result<Self::Output> {
+        let (device, selected) = match self.on {
+            Some(id) => (C::Device::from_id(id), Selected { device: self.device_name.to_string(), ..selected.clone() }),
+            None => (device, selected.clone()),
+        };
+        let (layer, report) = self.trainer.run_on::<C>(&device, &selected, self.observer)?;
+        Ok(report.reached.then(|| layer.to_factors()))
+    }
 }

@@ -45,9 +45,14 @@ fn an_operator_family_grows_from_its_member_of_half_the_size() {
     // doubling: the permutation at 16 and 32 is the doubled one, not found again.
     let my_fft = Target::Operator(OperatorTarget::new(Scaled { name: "my fft", scale: 1.0 }).unwrap());
     let config = TrainConfig::new(32).with_target(my_fft).with_seed(2).with_grow_above(Some(8));
+    let wall = std::time::Instant::now();
     let r = train(config, Precision::F64).unwrap();
+    let wall = wall.elapsed().as_secs_f64();
     assert!(r.reached && r.rmse <= F64_TRAIN_BAR, "rmse {:.3e}", r.rmse);
     assert_eq!(r.grown_from, Some(16));
+    // The chain's seconds count each size's training once: within the call's wall time (they
+    // once counted each half-size run twice, and exceeded it).
+    assert!(r.seconds > 0.0 && r.seconds <= wall, "{:.3} s reported in {wall:.3} s", r.seconds);
     assert_eq!(r.permutations, [PermutationSource::Grown]);
     assert_eq!(r.stages_fixed, 0);
     // H₂ ⊗ DFT is a family too, but its member at N is not two of the member at N/2 and a

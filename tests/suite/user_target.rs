@@ -4,14 +4,14 @@
 use std::path::Path;
 use std::process::Output;
 
-use learned_fft::backend::{BackendKind, Precision};
+use learned_fft::backend::{BackendKind, Precision, Selected};
 use learned_fft::nn::PermutationSource;
-use learned_fft::train::FloorSource;
+use learned_fft::train::{FloorSource, Observer};
 use learned_fft::{MatrixTarget, Target, TrainConfig, Trainer};
 use num_complex::{Complex, Complex64};
 
 use crate::cli::{last_json, run, stderr};
-use crate::common::{entries, random_bp, random_unitary, save_npy, save_npy_ordered, scratch, SEED};
+use crate::common::{entries, random_bp, random_unitary, save_npy, save_npy_ordered, scratch, wgpu_device, SEED};
 
 /// The f64 bar: what a learned target must reach in f64 (as for the built-ins).
 const F64_TRAIN_BAR: f64 = 1e-14;
@@ -151,6 +151,35 @@ fn a_random_bp_in_f32_reaches_the_rounding_of_its_own_f64_solution() {
         );
         // The floor is the rounding of a solution, not a training error: near f32's epsilon.
         assert!(floor < 1e-6, "N = {n}: floor {floor:.3e}");
+    }
+}
+
+/// The backend and precision of every run a trainer starts, in order.
+#[derive(Default)]
+struct Starts(Vec<(BackendKind, Precision)>);
+
+impl Observer for Starts {
+    fn start(&mut self, selected: &Selected, _config: &TrainConfig, _start_step: usize) {
+        self.0.push((selected.kind, selected.precision));
+    }
+}
+
+#[test]
+fn an_f32_runs_own_f64_solution_is_trained_on_its_backend_where_it_has_f64() {
+    let n = 8;
+    let target = Target::Matrix(MatrixTarget::new(random_bp(n, SEED + 30)).expect("a valid matrix"));
+    // wgpu has no f64: its run's solution is trained on the CPU, with ndarray.
+    let mut cases = vec![(BackendKind::Ndarray, BackendKind::Ndarray), (BackendKind::Candle, BackendKind::Candle)];
+    if wgpu_device().is_some() {
+        cases.push((BackendKind::Wgpu, BackendKind::Ndarray));
+    }
+    for (kind, solved_on) in cases {
+        let config = TrainConfig::new(n).with_target(target.clone()).with_seed(4);
+        let mut starts = Starts::default();
+        let r = Trainer::new(config).expect("a valid config").run(kind, Precision::F32, &mut starts).unwrap();
+        assert_eq!(starts.0, [(solved_on, Precision::F64), (kind, Precision::F32)], "{kind}");
+        assert_eq!(r.floor_source, Some(FloorSource::OwnF64Solution), "{kind}");
+        assert!(r.reached, "{kind}: rmse {:.3e}, bar {:?}", r.rmse, r.bar);
     }
 }
 
