@@ -24,7 +24,7 @@ use burn::tensor::backend::{AutodiffBackend, Backend, Device as _, DeviceId};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::ops::{ButterflyOps, CollectiveOps, SpectralOps};
+use crate::ops::{AdamOps, ButterflyOps, CollectiveOps, ResidualOps, SpectralOps};
 
 /// The environment variable read when no `--backend` flag is given.
 pub const BACKEND_ENV: &str = "LEARNED_FFT_BACKEND";
@@ -371,14 +371,17 @@ pub fn local_devices<B: Backend>(op: &'static str, device: &B::Device, count: us
 /// A backend learned-fft runs on: autodiff, with the butterfly and spectral ops on it and on its
 /// inner backend, and the collective ops on its inner backend. Every backend [`dispatch`] picks satisfies it.
 pub trait FftBackend:
-    AutodiffBackend<InnerBackend: ButterflyOps + SpectralOps + CollectiveOps> + ButterflyOps + SpectralOps
+    AutodiffBackend<InnerBackend: AdamOps + ButterflyOps + ResidualOps + SpectralOps + CollectiveOps>
+    + ButterflyOps
+    + ResidualOps
+    + SpectralOps
 {
 }
 
 impl<B> FftBackend for B
 where
-    B: AutodiffBackend + ButterflyOps + SpectralOps,
-    B::InnerBackend: ButterflyOps + SpectralOps + CollectiveOps,
+    B: AutodiffBackend + ButterflyOps + ResidualOps + SpectralOps,
+    B::InnerBackend: AdamOps + ButterflyOps + ResidualOps + SpectralOps + CollectiveOps,
 {
 }
 

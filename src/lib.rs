@@ -24,7 +24,7 @@ pub use nn::{
     SpectralLoss, SpectralLossConfig,
 };
 pub use ops::spectral::{Distance, Magnitude, Window};
-pub use ops::{ButterflyOps, CollectiveOps, KernelChoice, Permutation, SpectralOps};
+pub use ops::{AdamOps, ButterflyOps, CollectiveOps, KernelChoice, Permutation, ResidualOps, SpectralOps};
 pub use reference::{ComplexMatrix, DataTarget, FftNorm, MatrixTarget, Operator, OperatorTarget, Target, TargetKind};
 pub use tensors::{float_tensor, to_f64_vec};
 pub use train::{TrainConfig, TrainReport, Trainer};

@@ -230,6 +230,11 @@ impl<B: Backend> ButterflyProduct<B> {
 
     /// The twiddles stacked factor-major, `(re, im)`, each `[K · log2 N, N/2, 2, 2]`.
     pub fn stacked_twiddles(&self) -> (Tensor<B, 4>, Tensor<B, 4>) {
+        // One factor's twiddles are the stack: no copy in the forward and no slice in the
+        // backward of a training step.
+        if let [f] = &self.factors[..] {
+            return (f.twiddle_re.val(), f.twiddle_im.val());
+        }
         let re = self.factors.iter().map(|f| f.twiddle_re.val()).collect();
         let im = self.factors.iter().map(|f| f.twiddle_im.val()).collect();
         (Tensor::cat(re, 0), Tensor::cat(im, 0))

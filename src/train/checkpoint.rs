@@ -20,7 +20,7 @@ use std::collections::HashMap;
 
 use burn::module::{Module, Param, ParamId};
 use burn::optim::record::AdaptorRecord;
-use burn::optim::{Adam, AdamState, AdaptiveMomentumState};
+use burn::optim::{AdamState, AdaptiveMomentumState};
 use burn::record::{DoublePrecisionSettings, FullPrecisionSettings, NamedMpkBytesRecorder, Recorder};
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{Tensor, TensorData};
@@ -28,12 +28,13 @@ use serde::{Deserialize, Serialize};
 
 use super::config::TrainConfig;
 use super::observer::Progress;
+use super::optimizer::FusedAdam;
 use super::state::TrainState;
 use crate::backend::Precision;
 use crate::error::{Error, Result};
 use crate::files::write_atomic;
 use crate::nn::{Butterfly, ButterflyConfig, ButterflyInit, ButterflyProduct, ButterflyProductConfig};
-use crate::ops::Permutation;
+use crate::ops::{AdamOps, Permutation};
 use crate::reference::Target;
 use crate::tensors::float_tensor;
 
@@ -405,7 +406,10 @@ impl Checkpoint {
 
     /// Adam's state saved with the layer, per parameter id, decoded on `B`; `None` when the
     /// checkpoint holds none (Adam was done).
-    pub(super) fn adam_state<B: AutodiffBackend>(&self, device: &B::Device) -> Result<Option<Vec<AdamParamState<B>>>> {
+    pub(super) fn adam_state<B: AutodiffBackend<InnerBackend: AdamOps>>(
+        &self,
+        device: &B::Device,
+    ) -> Result<Option<Vec<AdamParamState<B>>>> {
         if self.optim.is_empty() {
             return Ok(None);
         }
@@ -434,7 +438,7 @@ impl Checkpoint {
 }
 
 /// Adam's saved state of one parameter.
-pub(super) type AdamParamState<B> = (ParamId, AdaptorRecord<Adam, B>);
+pub(super) type AdamParamState<B> = (ParamId, AdaptorRecord<FusedAdam, B>);
 
 /// Mirrors of the records' serialised items, decoded here rather than by Burn's
 /// `Record::from_item`: Burn 0.21 creates the loaded tensors in the device's default float

@@ -50,6 +50,7 @@ pub mod lm;
 pub mod logging;
 pub mod objective;
 mod observer;
+pub mod optimizer;
 pub mod permutation;
 mod polish;
 mod run;

@@ -34,13 +34,12 @@ use rand_distr::{Distribution, StandardNormal};
 use crate::error::{Error, Result};
 use crate::memory;
 use crate::nn::product_forward;
-use crate::ops::ButterflyOps;
-use crate::ops::Permutation;
+use crate::ops::residual::{mean_square, residual};
+use crate::ops::{ButterflyOps, Permutation, ResidualOps};
 use crate::reference::{ComplexMatrix, DataTarget, Operator, Target};
 use crate::tensors::{eye, float_tensor};
 
-/// A complex `[rows, n]` batch as `(re, im)`.
-pub type Complex2<B> = (Tensor<B, 2>, Tensor<B, 2>);
+pub use crate::ops::residual::Complex2;
 
 /// The largest size whose objective is the identity basis (the N×N matrix); larger sizes are
 /// measured on [`PROBES`] random vectors. At N = 4096 the dense objective's host copy of the
@@ -308,25 +307,29 @@ impl<B: Backend> Objective<B> {
 
     /// `(y − hi) − lo` for the layer's output `y` on the input batch ([`Objective::project`]ed).
     pub fn residual(&self, y: Complex2<B>) -> Complex2<B> {
-        let y = self.project(y);
-        ((y.0 - self.hi.0.clone()) - self.lo.0.clone(), (y.1 - self.hi.1.clone()) - self.lo.1.clone())
+        residual(self.project(y), &self.hi, &self.lo)
+    }
+
+    /// What the loss divides Σ |r|² by: rows · n and the inputs' mean squared norm (1 but for
+    /// data).
+    fn norm(&self) -> f64 {
+        (self.rows * self.n) as f64 * self.power
     }
 
     /// Σ |r|² over the entries divided by rows · n and by the inputs' mean squared norm (1 but
     /// for data), summed per row first (a `[1]` tensor).
     pub fn mean_square(&self, r: &Complex2<B>) -> Tensor<B, 1> {
-        let sq = r.0.clone().powi_scalar(2) + r.1.clone().powi_scalar(2);
-        sq.sum_dim(1).sum().div_scalar((self.rows * self.n) as f64 * self.power)
+        mean_square(r, self.norm())
     }
 
     /// The loss of a product with stacked twiddles `(tw_re, tw_im)` (`[K · log2 n, n/2, 2, 2]`)
     /// and permutations `perms` (K of them), through `B`'s butterfly op (a `[1]` tensor).
     pub fn loss(&self, tw_re: &Tensor<B, 4>, tw_im: &Tensor<B, 4>, perms: &[Permutation]) -> Tensor<B, 1>
     where
-        B: ButterflyOps,
+        B: ButterflyOps + ResidualOps,
     {
         let y = product_forward(self.input(), tw_re, tw_im, perms);
-        self.mean_square(&self.residual(y))
+        B::residual_mean_square(self.project(y), &self.hi, &self.lo, self.norm())
     }
 }
 

@@ -10,7 +10,7 @@ use burn::lr_scheduler::cosine::{CosineAnnealingLrScheduler, CosineAnnealingLrSc
 use burn::lr_scheduler::LrScheduler;
 use burn::module::Param;
 use burn::optim::adaptor::OptimizerAdaptor;
-use burn::optim::{Adam, AdamConfig, GradientsParams, Optimizer};
+use burn::optim::{GradientsParams, Optimizer};
 use burn::tensor::Tensor;
 
 use super::checkpoint::{self, Checkpoint, DirLock, CONFIG_FILE};
@@ -19,6 +19,7 @@ use super::lm::Twiddles;
 use super::logging::TensorBoard;
 use super::objective::{self, scalar, Objective, Probes};
 use super::observer::{Observer, Progress};
+use super::optimizer::FusedAdam;
 use super::permutation::{self, PermutationSearch};
 use super::state::{Phase, TrainState};
 use crate::backend::{FftBackend, Precision};
@@ -39,7 +40,7 @@ use crate::tensors::float_tensor;
 pub(super) const INITIAL_LOG2_LAMBDA: i32 = -10;
 
 /// Adam on the layer, as the trainer configures it.
-pub(super) type AdamOptimizer<B> = OptimizerAdaptor<Adam, ButterflyProduct<B>, B>;
+pub(super) type AdamOptimizer<B> = OptimizerAdaptor<FusedAdam, ButterflyProduct<B>, B>;
 
 /// What a run is asked for besides its config.
 pub(super) struct RunOptions<'a, B: FftBackend> {
@@ -553,7 +554,7 @@ fn fresh_layer<B: FftBackend>(
 }
 
 fn new_optim<B: FftBackend>() -> AdamOptimizer<B> {
-    AdamConfig::new().with_epsilon(1e-8).init::<B, ButterflyProduct<B>>()
+    OptimizerAdaptor::from(FusedAdam::new(1e-8))
 }
 
 /// Burn's cosine decay, on the scale of `lr` (1 → `lr_final / lr` over `adam_steps`; the rate is

@@ -1,13 +1,17 @@
 //! The fused CubeCL butterfly kernels against the tensor-op reference on the same backend:
-//! output and both gradients, bitwise determinism, and an Adam trajectory.
+//! output and both gradients, bitwise determinism, and an Adam trajectory; the fused Adam update
+//! against its tensor ops, and the trainer's Adam against Burn's.
 
 use burn::backend::Autodiff;
 use burn::module::Module;
 use burn::optim::{AdamConfig, GradientsParams, Optimizer};
 use burn::tensor::backend::Backend;
+use learned_fft::ops::adam::{adam_update_reference, AdamStep};
 use learned_fft::ops::butterfly::{butterfly_forward_reference, butterfly_tangent_reference, Tangent};
+use learned_fft::ops::residual::residual_mean_square_reference;
 use learned_fft::reference::{dft, FftNorm};
-use learned_fft::{Butterfly, ButterflyConfig, ButterflyInit, ButterflyOps, Permutation};
+use learned_fft::train::optimizer::FusedAdam;
+use learned_fft::{AdamOps, Butterfly, ButterflyConfig, ButterflyInit, ButterflyOps, Permutation, ResidualOps};
 
 use crate::common::*;
 
@@ -17,6 +21,10 @@ const KERNEL_F32_REL: f64 = 1e-5;
 /// The Adam trajectories of the two paths may differ by this relative amount in the loss
 /// (the acceptance bar).
 const ADAM_LOSS_REL: f64 = 1e-4;
+/// The fused Adam update against its tensor ops in f32, largest difference relative to the
+/// tensor's largest magnitude: the same operations in the same order, but a GPU compiler may
+/// contract a product and a sum into one fused multiply-add (one rounding fewer), a few ulps.
+const ADAM_UPDATE_F32_REL: f64 = 1e-6;
 
 /// Output and gradients `[y_re, y_im, x_re, x_im, tw_re, tw_im]` of the linear loss
 /// `Σ a_re·y_re + a_im·y_im` through the fused op or the reference; `halves` says which of the
@@ -215,6 +223,98 @@ on_cubecl!(check_kernel_matches_reference);
 on_cubecl!(check_tangent_matches_reference);
 on_cubecl!(check_deterministic);
 on_cubecl!(check_adam_trajectory);
+on_cubecl!(check_fused_adam_matches_reference);
+on_cubecl!(check_residual_loss_matches_reference);
+
+/// The objective's loss recorded as one node under autodiff (its backward `2 r / norm` times the
+/// upstream gradient) against the tensor ops and Burn's autodiff: the loss and both parts'
+/// gradients, through a nonlinear function of the loss (so the upstream gradient is not 1), and
+/// with the imaginary part untracked (the real-output map's zeros).
+fn check_residual_loss_matches_reference<B: Backend>(device: &B::Device)
+where
+    Autodiff<B>: ResidualOps<Device = B::Device>,
+{
+    type A<B> = Autodiff<B>;
+    let (rows, n, norm) = (33, 64, 3.0 * 33.0 * 64.0);
+    let t = |seed: u64| tensor2::<A<B>>(&normals(seed, rows * n), rows, n, device);
+    let (hi, lo) = ((t(3), t(4)), (t(5).mul_scalar(1e-7), t(6).mul_scalar(1e-7)));
+    for tracked_im in [true, false] {
+        let run = |fused: bool| -> [Vec<f64>; 3] {
+            let y_re = t(1).require_grad();
+            let y_im = if tracked_im { t(2).require_grad() } else { t(2) };
+            let y = (y_re.clone(), y_im.clone());
+            let loss = match fused {
+                true => A::<B>::residual_mean_square(y, &hi, &lo, norm),
+                false => residual_mean_square_reference(y, &hi, &lo, norm),
+            };
+            let grads = (loss.clone().exp() * 1.5).sum().backward();
+            let grad = |y: &burn::tensor::Tensor<A<B>, 2>| y.grad(&grads).map(host).unwrap_or_default();
+            [host(loss), grad(&y_re), grad(&y_im)]
+        };
+        let (fused, reference) = (run(true), run(false));
+        for (i, (f, r)) in fused.iter().zip(&reference).enumerate() {
+            assert_eq!(f.len(), r.len(), "{}: one path has a gradient the other lacks", ["loss", "d re", "d im"][i]);
+            if !r.is_empty() {
+                let err = rel_rms_real(f, r);
+                assert!(err <= KERNEL_F32_REL, "{}: fused vs tensor ops rel RMS {err:e}", ["loss", "d re", "d im"][i]);
+            }
+        }
+    }
+}
+
+/// Three Adam updates (the first without moments, then with them) of a butterfly's twiddle
+/// shape and of a length that leaves the last cube partial: the fused kernel's parameter and
+/// moments against the tensor ops on the same backend, at every step.
+fn check_fused_adam_matches_reference<B: Backend + AdamOps>(device: &B::Device) {
+    for shape in [[10, 512, 2, 2], [3, 5, 7, 1]] {
+        let len: usize = shape.iter().product();
+        let t = |seed: u64| learned_fft::float_tensor::<B, 4>(normals(seed, len), shape, device);
+        let (mut fused, mut reference) = ((t(1), None), (t(1), None));
+        for time in 1..=3 {
+            let grad = t(10 + time as u64).mul_scalar(1e-3);
+            let step = AdamStep { beta_1: 0.9, beta_2: 0.999, epsilon: 1e-8, time, lr: 1e-2 };
+            let (p, m, v) = B::adam_update(fused.0, grad.clone(), fused.1, &step);
+            let (pr, mr, vr) = adam_update_reference(reference.0, grad, reference.1, &step);
+            for (name, a, b) in [("param", &p, &pr), ("moment 1", &m, &mr), ("moment 2", &v, &vr)] {
+                let (a, b) = (host(a.clone()), host(b.clone()));
+                let scale = b.iter().fold(0.0f64, |s, x| s.max(x.abs()));
+                let err = a.iter().zip(&b).fold(0.0f64, |e, (x, y)| e.max((x - y).abs())) / scale;
+                assert!(err <= ADAM_UPDATE_F32_REL, "{shape:?} step {time} {name}: fused vs tensor ops {err:e}");
+            }
+            fused = (p, Some((m, v)));
+            reference = (pr, Some((mr, vr)));
+        }
+    }
+}
+
+/// The trainer's Adam takes Burn's steps to the bit on the CPU (the tensor-op update), over a
+/// training loop of a butterfly with its own gradients: the two optimisers' layers stay equal.
+#[test]
+fn trainers_adam_equals_burns_on_the_cpu() {
+    type A = Autodiff<NdArrayBackend<f32>>;
+    let device = Default::default();
+    let n = 16;
+    let layer = || -> Butterfly<A> {
+        ButterflyConfig::new(n).with_init(ButterflyInit::RandomUnitary { seed: 3 }).init(&device).unwrap()
+    };
+    let (mut ours, mut burns) = (layer(), layer());
+    let mut fused = burn::optim::adaptor::OptimizerAdaptor::from(FusedAdam::new(1e-8));
+    let mut adam = AdamConfig::new().with_epsilon(1e-8).init::<A, Butterfly<A>>();
+    let x = tensor2::<A>(&normals(7, 4 * n), 4, n, &device);
+    let loss = |l: &Butterfly<A>| {
+        let (yr, yi) = l.forward(x.clone(), x.clone()).unwrap();
+        (yr.clone() * yr.sin() + yi).sum()
+    };
+    for _ in 0..5 {
+        let g = GradientsParams::from_grads(loss(&ours).backward(), &ours);
+        ours = Optimizer::<Butterfly<A>, A>::step(&mut fused, 1e-2, ours, g);
+        let g = GradientsParams::from_grads(loss(&burns).backward(), &burns);
+        burns = adam.step(1e-2, burns, g);
+    }
+    let params = |l: &Butterfly<A>| [host(l.twiddle_re.val()), host(l.twiddle_im.val())];
+    assert_eq!(params(&ours), params(&burns), "the trainer's Adam left Burn's path");
+    assert_ne!(params(&ours), params(&layer()), "the steps moved nothing");
+}
 
 /// The reference backends never take a fused path.
 #[test]
