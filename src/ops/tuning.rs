@@ -242,6 +242,35 @@ pub(crate) fn default_reload(compiler: Compiler, n: usize) -> bool {
 /// `docs/benchmarks.md#kernel-defaults-tuning-backward-butterflies-per-cube`).
 pub(crate) const BACKWARD_BUTTERFLIES_PER_CUBE: usize = 128;
 
+/// Threads per cube of the element-wise kernels: Adam's update, the twiddle tables' relayouts
+/// (for the radix kernels and the planar forward) and the rfft's pairing. Each thread handles
+/// one element and no shared memory is used, so any width that fills a multiprocessor serves;
+/// 256 is WebGPU's default limit on threads per workgroup, which every wgpu adapter grants, and
+/// a multiple of every plane width (32 on NVIDIA and Apple, 64 on AMD).
+pub(crate) const ELEMENTWISE_UNITS: usize = 256;
+
+/// Butterflies a cube of the forward and tangent kernels works on per stage, at least: small N
+/// stack rows until a cube has this many, so a cube's threads are never fewer than
+/// [`ELEMENTWISE_UNITS`].
+pub(crate) const MIN_BUTTERFLIES_PER_CUBE: usize = 256;
+/// Rows a forward cube holds at least where shared memory allows (64 KiB at N = 4096 in f32:
+/// each twiddle block loaded serves two rows).
+pub(crate) const FORWARD_MIN_ROWS: usize = 2;
+/// Threads per cube, at most, before the device's own limit (the portable limit of wgpu, CUDA
+/// and Metal).
+pub(crate) const MAX_CUBE_THREADS: usize = 1024;
+
+/// Threads per cube of the column pass of a two-pass forward (consecutive columns; a row's
+/// columns must fill whole cubes, so the pass runs only where `2^stage0` is a multiple).
+pub(crate) const COLUMN_THREADS: usize = 256;
+/// Batch rows a thread of the column pass transforms: each twiddle block it loads serves all of
+/// them.
+pub(crate) const COLUMN_ROWS_PER_THREAD: usize = 4;
+
+/// Threads of the spectral loss's final reduction, at most (each sums every `threads`-th
+/// partial in order).
+pub(crate) const LOSS_FINISH_THREADS: usize = 1024;
+
 /// log2 N from which the backward runs in two balanced passes on a compiler without a plane
 /// barrier.
 pub(crate) const BACKWARD_SPLIT_LOG_N: usize = 10;

@@ -7,9 +7,7 @@ use cubecl::{prelude::*, CubeDim};
 use super::kernel::{adam_kernel, AdamScalarsLaunch};
 use super::{AdamOps, AdamStep};
 use crate::ops::cubecl::{empties, grid};
-
-/// Units per cube of the update (an elementwise pass: any size that fills a multiprocessor).
-const UNITS: usize = 256;
+use crate::ops::tuning::ELEMENTWISE_UNITS;
 
 impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> AdamOps for CubeBackend<R, F, I, BT> {
     fn adam_update<const D: usize>(
@@ -47,8 +45,8 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> AdamOps fo
         unsafe {
             adam_kernel::launch_unchecked::<F, R>(
                 &p.client.clone(),
-                grid(len.div_ceil(UNITS)),
-                CubeDim::new_1d(UNITS as u32),
+                grid(len.div_ceil(ELEMENTWISE_UNITS)),
+                CubeDim::new_1d(ELEMENTWISE_UNITS as u32),
                 p.into_array_arg(),
                 g.into_array_arg(),
                 m.into_array_arg(),

@@ -12,13 +12,10 @@ use cubecl::{prelude::*, CubeDim};
 use super::{Split, SplitInput, TwiddleTables};
 use crate::ops::cubecl::{empty, grid};
 use crate::ops::onchip::{apply, SplitArray};
+use crate::ops::tuning::{COLUMN_ROWS_PER_THREAD, COLUMN_THREADS};
 
 /// Most stages the pass holds in registers (a column of 4 samples, 4 twiddle blocks of 8 floats).
 pub(crate) const MAX_COLUMN_STAGES: usize = 2;
-/// Batch rows a thread transforms (each twiddle block it loads serves all of them).
-const ROWS_PER_THREAD: usize = 4;
-/// Threads per cube: consecutive columns.
-const THREADS: usize = 256;
 
 /// What the kernel is compiled for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -34,7 +31,7 @@ impl ColumnsConfig {
     /// thread (at most [`MAX_COLUMN_STAGES`]) and its columns fill whole cubes.
     pub fn new(log_n: usize, stage0: usize) -> Option<Self> {
         let stages = log_n.checked_sub(stage0)?;
-        ((1..=MAX_COLUMN_STAGES).contains(&stages) && (1usize << stage0).is_multiple_of(THREADS))
+        ((1..=MAX_COLUMN_STAGES).contains(&stages) && (1usize << stage0).is_multiple_of(COLUMN_THREADS))
             .then_some(ColumnsConfig { log_n, stage0 })
     }
 
@@ -58,18 +55,18 @@ fn butterfly_columns_kernel<F: Float>(
     let half_n = comptime![n / 2];
     let stage0 = comptime![cfg.stage0];
     let len = comptime![cfg.column_len()];
-    let blocks = comptime![(1usize << stage0) / THREADS];
+    let blocks = comptime![(1usize << stage0) / COLUMN_THREADS];
     let batch = batch as usize;
-    let first_row = (CUBE_POS / blocks) * ROWS_PER_THREAD;
+    let first_row = (CUBE_POS / blocks) * COLUMN_ROWS_PER_THREAD;
     if first_row >= batch {
         terminate!();
     }
-    let l = (CUBE_POS % blocks) * THREADS + UNIT_POS_X as usize;
+    let l = (CUBE_POS % blocks) * COLUMN_THREADS + UNIT_POS_X as usize;
     let plane = batch * n;
     let im_offset = x.im_offset as usize;
     let mut regs = SplitArray::<F> { re: Array::<F>::new(len), im: Array::<F>::new(len) };
     #[unroll]
-    for r in 0..ROWS_PER_THREAD {
+    for r in 0..COLUMN_ROWS_PER_THREAD {
         let row = first_row + r;
         if row < batch {
             let at = row * n + l;
@@ -109,14 +106,14 @@ pub(crate) fn forward<R: CubeRuntime, F: FloatElement>(
 ) -> CubeTensor<R> {
     let n = 1usize << cfg.log_n;
     let output = empty::<R, F>(&x.re, vec![2, batch, n]);
-    let cubes = batch.div_ceil(ROWS_PER_THREAD) * ((1 << cfg.stage0) / THREADS);
+    let cubes = batch.div_ceil(COLUMN_ROWS_PER_THREAD) * ((1 << cfg.stage0) / COLUMN_THREADS);
     // SAFETY: rows past the batch are masked; a column's samples `l + e · 2^stage0` stay below
     // N; twiddle reads stay within the planar `[log2 N, 4, N/2]` tables (block `k + l < N/2`).
     unsafe {
         butterfly_columns_kernel::launch_unchecked::<F, R>(
             &x.re.client,
             grid(cubes),
-            CubeDim::new_1d(THREADS as u32),
+            CubeDim::new_1d(COLUMN_THREADS as u32),
             x.arg::<F>(),
             tw.twiddles::<F>(),
             output.clone().into_array_arg(),

@@ -12,7 +12,7 @@ use super::{
 use crate::ops::cubecl::empty;
 use crate::ops::cubecl::grid;
 use crate::ops::onchip::RadixConfig;
-use crate::ops::tuning::{self, DeviceLimits};
+use crate::ops::tuning::{self, DeviceLimits, ELEMENTWISE_UNITS};
 
 /// Source index of position `i` after the input permutation (`table`: see [`InputOrder`]).
 #[cube]
@@ -132,7 +132,7 @@ pub(crate) fn twiddle_of(line: usize, k_local: usize, #[comptime] cfg: PassConfi
 /// `[log2 n, n/2, 2, 2]` → `[log2 n, 4, n/2]`, one element per unit.
 #[cube(launch_unchecked)]
 fn planar_twiddles_kernel<F: Float>(input: &Array<F>, output: &mut Array<F>, #[comptime] half_n: usize) {
-    let o = CUBE_POS * comptime![PLANAR_THREADS] + UNIT_POS_X as usize;
+    let o = CUBE_POS * comptime![ELEMENTWISE_UNITS] + UNIT_POS_X as usize;
     if o >= output.len() {
         terminate!();
     }
@@ -141,9 +141,6 @@ fn planar_twiddles_kernel<F: Float>(input: &Array<F>, output: &mut Array<F>, #[c
     let s = o / comptime![4 * half_n];
     output[o] = input[(s * half_n + k) * 4 + c];
 }
-
-/// Threads per cube of [`planar_twiddles_kernel`].
-const PLANAR_THREADS: usize = 256;
 
 /// The twiddle tables (re or im, `[log2 n, n/2, 2, 2]`) as the forward reads them, planar
 /// `[log2 n, 4, n/2]`: one small copy per call (the tables are `2 log2 n` times one row's
@@ -156,8 +153,8 @@ fn planar_twiddles<R: CubeRuntime, F: FloatElement>(tw: &CubeTensor<R>, half_n: 
     unsafe {
         planar_twiddles_kernel::launch_unchecked::<F, R>(
             &tw.client,
-            grid(len.div_ceil(PLANAR_THREADS)),
-            CubeDim::new_1d(PLANAR_THREADS as u32),
+            grid(len.div_ceil(ELEMENTWISE_UNITS)),
+            CubeDim::new_1d(ELEMENTWISE_UNITS as u32),
             tw.clone().into_array_arg(),
             output.clone().into_array_arg(),
             half_n,

@@ -49,7 +49,9 @@ use crate::ops::cubecl::floor_pow2;
 pub(crate) use crate::ops::onchip::{
     block_times, load_block, reverse_bits, Order, Split, SplitInput, TwiddleTables, Twiddles,
 };
-use crate::ops::tuning::{self, DeviceLimits, BACKWARD_BUTTERFLIES_PER_CUBE};
+use crate::ops::tuning::{
+    self, DeviceLimits, BACKWARD_BUTTERFLIES_PER_CUBE, FORWARD_MIN_ROWS, MAX_CUBE_THREADS, MIN_BUTTERFLIES_PER_CUBE,
+};
 
 /// The input permutation as the kernels take it: its [`Order`], and for [`Order::Table`] a
 /// `[2n]` u32 table holding the gather indices `g` (`y[i] = x[g[i]]`, for kernels that gather
@@ -114,14 +116,6 @@ pub const MAX_FUSED_N: usize = 1 << 16;
 /// 128 MiB on some Vulkan drivers, lavapipe among them).
 pub(crate) const MAX_PARTIAL_BYTES: usize = 64 << 20;
 
-/// Butterflies a cube works on per stage, at least (several rows per cube for small N).
-const MIN_BUTTERFLIES_PER_CUBE: usize = 256;
-/// Rows a forward cube holds at least where shared memory allows (64 KiB at N = 4096 in f32:
-/// each twiddle block loaded serves two rows).
-const FORWARD_MIN_ROWS: usize = 2;
-/// Threads per cube, at most (the portable limit of wgpu, CUDA and Metal).
-const MAX_THREADS: usize = 1024;
-
 /// How a launch maps rows and butterflies to cubes and threads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Plan {
@@ -141,7 +135,7 @@ impl Plan {
         let rows = (MIN_BUTTERFLIES_PER_CUBE / half).max(1);
         // A power of two no larger than the device allows.
         let max_units = floor_pow2(max_units);
-        let threads = (half / 2).max(MIN_BUTTERFLIES_PER_CUBE).min(rows * half).min(MAX_THREADS).min(max_units);
+        let threads = (half / 2).max(MIN_BUTTERFLIES_PER_CUBE).min(rows * half).min(MAX_CUBE_THREADS).min(max_units);
         Plan { log_n: n.trailing_zeros() as usize, rows, threads }
     }
 
@@ -156,7 +150,7 @@ impl Plan {
         let row_bytes = 2 * n * elem;
         let rows = (limits.budget() / row_bytes).max(FORWARD_MIN_ROWS.min(limits.max_shared / row_bytes)).max(1);
         let max_units = floor_pow2(limits.max_units);
-        let threads = half.clamp(MIN_BUTTERFLIES_PER_CUBE, MAX_THREADS).min(rows * half).min(max_units);
+        let threads = half.clamp(MIN_BUTTERFLIES_PER_CUBE, MAX_CUBE_THREADS).min(rows * half).min(max_units);
         Plan { log_n: n.trailing_zeros() as usize, rows, threads }
     }
 

@@ -12,6 +12,7 @@ use crate::ops::onchip::{
     deposit_thread, exchange, group_stages, move_group, reverse_bits, reversed, swizzled, Order, Quad, RadixConfig,
     SharedSplit, Split, SplitArray, SplitInput,
 };
+use crate::ops::tuning::ELEMENTWISE_UNITS;
 
 /// One cube transforms `2^(log_rows + log_stack)` consecutive rows, in `2^log_stack` slabs of
 /// `2^log_rows` rows (one shared-memory cube each): coalesced load (permuted on the way), the
@@ -198,7 +199,7 @@ fn radix_twiddles_kernel<F: Float>(
     #[comptime] cfg: RadixConfig,
 ) {
     let half_n = comptime![1usize << (cfg.log_n - 1)];
-    let o = CUBE_POS * comptime![RELAYOUT_THREADS] + UNIT_POS_X as usize;
+    let o = CUBE_POS * comptime![ELEMENTWISE_UNITS] + UNIT_POS_X as usize;
     if o >= len as usize {
         terminate!();
     }
@@ -250,9 +251,6 @@ struct StridedTwiddles<F: Float> {
     im: Tensor<F>,
 }
 
-/// Threads per cube of [`radix_twiddles_kernel`].
-const RELAYOUT_THREADS: usize = 256;
-
 /// Both twiddle tables (`[log2 n, n/2, 2, 2]`, any strides) relaid for
 /// [`butterfly_radix_kernel`] into one table, in one launch: the stages it applies
 /// (`cfg.stages`), `[stages, 2, n/2, 4]` (see [`radix_twiddles_kernel`]), for each chunk of a
@@ -270,8 +268,8 @@ pub(crate) fn radix_twiddles<R: CubeRuntime, F: FloatElement>(
     unsafe {
         radix_twiddles_kernel::launch_unchecked::<F, R>(
             &re.client,
-            grid(len.div_ceil(RELAYOUT_THREADS)),
-            CubeDim::new_1d(RELAYOUT_THREADS as u32),
+            grid(len.div_ceil(ELEMENTWISE_UNITS)),
+            CubeDim::new_1d(ELEMENTWISE_UNITS as u32),
             StridedTwiddlesLaunch::new(re.clone().into_tensor_arg(), im.clone().into_tensor_arg()),
             output.clone().into_array_arg(),
             len as u32,

@@ -34,7 +34,7 @@ use crate::ops::onchip::blocks::SplitInputLaunch;
 use crate::ops::onchip::{
     first_group_from_shared, input_slot, swizzled, Order, Quad, RadixConfig, SharedSplit, SplitArray, SplitInput,
 };
-use crate::ops::tuning::DeviceLimits;
+use crate::ops::tuning::{DeviceLimits, ELEMENTWISE_UNITS};
 
 /// Whether the fused rfft and the fused convolution of real signals run for the FFT size `n`
 /// (a butterfly of `n / 2`) on `device` in float type `F`.
@@ -550,7 +550,7 @@ fn pair_map_kernel<F: Float>(
 ) {
     let quarter = comptime![m / 2 + 1];
     let (in_len, out_len) = comptime![map.lengths(m)];
-    let pos = CUBE_POS * comptime![PAIR_THREADS] + UNIT_POS_X as usize;
+    let pos = CUBE_POS * comptime![ELEMENTWISE_UNITS] + UNIT_POS_X as usize;
     if pos >= rows as usize * quarter {
         terminate!();
     }
@@ -637,9 +637,6 @@ fn pair_map_kernel<F: Float>(
     }
 }
 
-/// Threads per cube of [`pair_map_kernel`].
-const PAIR_THREADS: usize = 256;
-
 /// [`PairMap`] `map` of rows `(re, im)` `[rows, len]` for the half size `m` → `[2, rows, out]`
 /// (re, then im). The caller checks the lengths (`m` a power of two ≥ 2).
 pub(crate) fn pair_map<R: CubeRuntime, F: FloatElement>(
@@ -661,8 +658,8 @@ pub(crate) fn pair_map<R: CubeRuntime, F: FloatElement>(
     unsafe {
         pair_map_kernel::launch_unchecked::<F, R>(
             &client,
-            grid(pairs.div_ceil(PAIR_THREADS)),
-            CubeDim::new_1d(PAIR_THREADS as u32),
+            grid(pairs.div_ceil(ELEMENTWISE_UNITS)),
+            CubeDim::new_1d(ELEMENTWISE_UNITS as u32),
             SplitInputLaunch::new(re.into_array_arg(), im.into_array_arg(), 0u32),
             split.into_array_arg(),
             output.clone().into_array_arg(),

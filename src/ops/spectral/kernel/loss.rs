@@ -27,10 +27,8 @@ use super::{FrameConfig, FrameRange, FrameTables, Framing, LossConfig};
 use crate::ops::cubecl::{empties, empty, floor_pow2, grid};
 use crate::ops::onchip::{reverse_bits, tree_sum3, SharedSplit};
 use crate::ops::spectral::{Distance, LossParams, Magnitude};
+use crate::ops::tuning::LOSS_FINISH_THREADS;
 use cubecl::client::ComputeClient;
-
-/// Threads of the final reduction, at most (each sums every `threads`-th partial in order).
-const FINISH_THREADS: usize = 1024;
 
 /// Whether the fused loss can run for window `win` (a slot's packed frame pair and the reduction
 /// must fit in shared memory; otherwise the loss composes the fused spectrogram op with tensor
@@ -550,7 +548,7 @@ pub fn loss_forward<R: CubeRuntime, F: FloatElement>(
     let cubes_of = |r: &FrameRange| r.total.div_ceil(cfg.frame.rows).max(1);
     let cubes: usize = ranges.iter().map(cubes_of).sum::<usize>().max(1);
     let max_units = client.properties().hardware.max_units_per_cube as usize;
-    let finish_threads = FINISH_THREADS.min(floor_pow2(max_units));
+    let finish_threads = LOSS_FINISH_THREADS.min(floor_pow2(max_units));
     // One allocation for the small outputs and the gradients that outlive the call (each
     // allocation is one more request to the device thread, which is what a small call's time goes
     // to); the frames' scratch is apart, released after the last chunk, unless the frames are the
