@@ -249,9 +249,8 @@ pub(crate) const BACKWARD_BUTTERFLIES_PER_CUBE: usize = 128;
 /// a multiple of every plane width (32 on NVIDIA and Apple, 64 on AMD).
 pub(crate) const ELEMENTWISE_UNITS: usize = 256;
 
-/// Butterflies a cube of the forward and tangent kernels works on per stage, at least: small N
-/// stack rows until a cube has this many, so a cube's threads are never fewer than
-/// [`ELEMENTWISE_UNITS`].
+/// Butterflies a cube works on per stage, at least, in the forward's plan and the plan the
+/// backward starts from: small N stack rows until a cube has this many.
 pub(crate) const MIN_BUTTERFLIES_PER_CUBE: usize = 256;
 /// Rows a forward cube holds at least where shared memory allows (64 KiB at N = 4096 in f32:
 /// each twiddle block loaded serves two rows).
