@@ -23,14 +23,16 @@ pub enum PermutationSource {
     Identified,
     /// Taken from the target's exact factorization (a per-target table: knowledge of the answer).
     Table,
-    /// The identity, as the class sets it: the class B, a later factor of BPBP, or a user's
-    /// matrix that no permutation makes a butterfly.
+    /// The identity, as the class sets it: the class B, a later factor of BPBP, a user's matrix
+    /// that no permutation makes a butterfly, or a one-factor target whose matrix is not at hand
+    /// (above the dense objective's sizes) in a run that does not grow.
     Identity,
     /// Learned by gradient descent from the target's pairs, where they are too few to
     /// determine its matrix ([`crate::train::permutation`]).
     Learned,
-    /// The half-size member's permutation doubled (a grown run on a user's operator): found
-    /// from the matrix at the smallest size of the chain, and carried up by the doubling.
+    /// The half-size member's permutation doubled (a grown run whose class takes no permutation
+    /// from a table: a built-in's one butterfly, a user's operator): found from the matrix at the
+    /// smallest size of the chain, and carried up by the doubling.
     Grown,
 }
 
@@ -224,7 +226,8 @@ pub fn model_class_for(
             let own = model_class_with(target, n, Some(dense))?;
             (own.permutations[0].clone(), own.sources[0])
         }
-        None => (Permutation::gather(exact_perms[0].clone())?, PermutationSource::Table),
+        // Not known without the matrix (as for the target's own class): the identity.
+        None => (Permutation::Identity, PermutationSource::Identity),
     };
     let (permutations, sources) = match choice {
         ModelChoice::B => (vec![Permutation::Identity], vec![PermutationSource::Identity]),
@@ -257,8 +260,10 @@ pub fn model_class(target: &Target, dense: &ComplexMatrix) -> Result<ModelClass>
 }
 
 /// The model class of `target` at size `n` without its matrix: as [`model_class`], except that a
-/// one-factor target takes the permutation of its exact factorization instead of finding it
-/// (which needs the N×N matrix; the trainer does this at the sizes where it builds none).
+/// one-factor target's permutation is not found (that needs the N×N matrix) and is the identity
+/// ([`PermutationSource::Identity`]); the trainer replaces it with the half-size member's,
+/// doubled, where it grows. The products keep their exact factorization's
+/// ([`PermutationSource::Table`]).
 ///
 /// # Errors
 /// [`Error::InvalidInput`] when the size is not a power of two ≥ 2.
@@ -282,7 +287,15 @@ fn model_class_with(target: &Target, n: usize, dense: Option<&ComplexMatrix>) ->
     // A user's target has no table: its factors keep the identity until one is found.
     let given = if target.is_users() { PermutationSource::Identity } else { PermutationSource::Table };
     let mut sources = vec![given; permutations.len()];
-    let Some(dense) = dense else { return Ok(ModelClass { permutations, sources, learned, fixed, real: false }) };
+    let Some(dense) = dense else {
+        // Without its matrix a one-factor target's permutation is not known, a built-in's no
+        // more than a user's: it keeps the identity until a grown run brings its half-size
+        // member's, doubled (the exact factorization's is not read).
+        if permutations.len() == 1 {
+            (permutations, sources) = (vec![Permutation::Identity], vec![PermutationSource::Identity]);
+        }
+        return Ok(ModelClass { permutations, sources, learned, fixed, real: false });
+    };
     let unfound = || {
         Error::invalid(
             "model",

@@ -173,13 +173,12 @@ impl<'a, B: FftBackend> Run<'a, B> {
                 (Probes::basis(&dense), class_for(Some(&dense))?)
             }
             _ => {
-                // A user's matrix is at hand at any size, an operator's up to the dense objective's
-                // sizes (built from its images of the basis): its class's permutation is found
-                // from it.
+                // A user's matrix is at hand at any size, any other target's up to the dense
+                // objective's sizes (an operator's built from its images of the basis): its
+                // class's permutation is found from it.
                 let at_hand = match cfg.target {
                     Target::Matrix(_) => true,
-                    Target::Operator(_) => n <= objective::DENSE_MAX_N,
-                    _ => false,
+                    _ => n <= objective::DENSE_MAX_N,
                 };
                 let dense = (at_hand && !cfg.real_output).then(|| cfg.target.matrix(n)).transpose()?;
                 let class = class_for(dense.as_ref())?;
@@ -259,11 +258,17 @@ impl<'a, B: FftBackend> Run<'a, B> {
                 }
             }
         }
-        // A user's target grown from its half-size member keeps that member's permutations,
-        // doubled: at the sizes with no matrix at hand they are known no other way.
-        if cfg.target.is_users() && state.grown_from.is_some() && cfg.model != Some(ModelChoice::B) {
+        // A run grown from its half-size member keeps that member's permutations, doubled: at
+        // the sizes with no matrix at hand they are known no other way. A product's from its
+        // exact factorization (the circulant's) stay the table's: the doubling carries them up
+        // unchanged (`Trainer::grown` checks it).
+        if state.grown_from.is_some() && cfg.model != Some(ModelChoice::B) {
             class.permutations = layer.permutations();
-            class.sources = vec![PermutationSource::Grown; class.permutations.len()];
+            for source in &mut class.sources {
+                if *source != PermutationSource::Table {
+                    *source = PermutationSource::Grown;
+                }
+            }
         }
         if !options.resume {
             state.seconds += search_seconds;

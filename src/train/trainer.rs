@@ -307,9 +307,11 @@ impl Trainer {
             None => (h.layer.doubled(cfg.seed + attempt as u64)?, false),
         };
         *cached = Some(h);
-        // A user's target has no permutations of its own at N without its matrix: the doubled
-        // half-size member's are its class's (see `Run::start`).
-        if !cfg.target.is_users() && layer.permutations() != class.permutations {
+        // A class without its matrix has no permutations of its own at N, except a product's
+        // from its table: the doubled half-size member's are its class's (see `Run::start`), and
+        // a table's must be what the doubling carried up.
+        let tabled = class.sources.contains(&PermutationSource::Table);
+        if tabled && layer.permutations() != class.permutations {
             return Err(Error::invalid(
                 "train.grow",
                 format!("the permutations of the model class at N = {}", cfg.n),

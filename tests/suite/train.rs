@@ -164,6 +164,11 @@ fn probe_objective_reaches_both_bars_candle() {
                 r.steps
             );
             assert_bar(&r, precision);
+            // Below the dense objective's sizes the DFT's permutation is found from its matrix,
+            // probes or not; the circulant's come from its table.
+            let source =
+                if r.permutations.len() == 1 { PermutationSource::Identified } else { PermutationSource::Table };
+            assert!(r.permutations.iter().all(|&s| s == source), "{:?}", r.permutations);
         }
     }
     // rmse_to (blocks of basis vectors against Target::apply) against the dense rmse.
@@ -206,6 +211,17 @@ fn a_chosen_model_class_trains_and_one_that_cannot_represent_the_target_misses_i
     let class = model_class_for(&Target::Dct2, 8, None, Some(ModelChoice::Bpbp)).unwrap();
     assert!(class.fixed.is_none() && class.learned == vec![true; 6], "{class:?}");
     assert!(model_class_for(&Target::Dft, 8, Some(&Target::Dft.matrix(16).unwrap()), None).is_err());
+    // Without the matrix a one-butterfly target's permutation is not known (no table is read):
+    // the identity, until a grown run brings the half-size layer's; a product keeps its table's.
+    for (t, m) in [(Target::Dft, None), (Target::Hadamard, None), (Target::Idft, Some(ModelChoice::Bp))] {
+        let class = model_class_for(&t, 8, None, m).unwrap();
+        assert_eq!(
+            (class.permutations, class.sources),
+            (vec![Permutation::Identity], vec![PermutationSource::Identity])
+        );
+    }
+    let class = model_class_for(&circulant(8, 0), 8, None, None).unwrap();
+    assert_eq!(class.sources, vec![PermutationSource::Table; 2]);
 
     let run = |target: Target, model, precision, seed, restarts| {
         let config = TrainConfig::new(8).with_target(target).with_model(Some(model)).with_seed(seed);
@@ -1263,6 +1279,13 @@ fn grown_runs_reach_both_bars_candle() {
             );
             assert_eq!(r.grown_from, Some(16), "N = 32 grows from 16 (which grew from 8)");
             assert_bar(&r, precision);
+            // The one butterfly's permutation is the half-size layer's, doubled (found from the
+            // matrix at 8, where the chain starts); the circulant's stay its table's.
+            let sources = match target {
+                Target::Circulant { .. } => vec![PermutationSource::Table; 2],
+                _ => vec![PermutationSource::Grown],
+            };
+            assert_eq!(r.permutations, sources);
             if matches!(target, Target::Circulant { .. }) {
                 // Grown by the eigenstructure: the first attempt goes straight to the polish.
                 let first = &r.attempt_log[0];
