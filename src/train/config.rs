@@ -315,6 +315,16 @@ train_config! {
         /// a row that lower the loss by less than 1 % (the float type's precision is reached).
         #[config(default = 4)]
         pub max_stalled: usize,
+        /// Take a built-in target's f32 floor, and so its bar and restarts, from the model's own
+        /// f64 solution, as for a user's target, instead of from its exact factorization.
+        ///
+        /// The same config is trained in f64 first, and its gauge-fixed layer rounded to f32 is
+        /// the floor ([`FloorSource::OwnF64Solution`](crate::metrics::FloorSource)): the run
+        /// then consults no answer. The exact factorization's floor in the trainer's gauge is
+        /// still reported beside it. No effect in f64 (its bar is 1e-14) or on a user's target
+        /// (which has no other floor).
+        #[config(default = false)]
+        pub own_floor: bool,
         /// Stop as soon as the rmse is at or below this (unset: polish until it stalls).
         #[config(default = "None")]
         pub stop_rmse: Option<f64>,

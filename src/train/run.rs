@@ -218,7 +218,13 @@ impl<'a, B: FftBackend> Run<'a, B> {
         }
         let search_seconds = searched.elapsed().as_secs_f64();
         let own_solution = options.own_solution;
-        let floor_device = match exact_product::<B::InnerBackend>(&cfg.target, n, device)?.or(own_solution.clone()) {
+        // The model's own solution where there is one (a user's target, or `own_floor`), else
+        // the exact factorization's.
+        let solution = match &own_solution {
+            Some(own) => Some(own.clone()),
+            None => exact_product::<B::InnerBackend>(&cfg.target, n, device)?,
+        };
+        let floor_device = match solution {
             Some(solution) => {
                 let (re, im) = solution.stacked_twiddles();
                 Some(scalar(inner_objective.loss(&re, &im, &solution.permutations())).sqrt())

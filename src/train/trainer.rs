@@ -199,15 +199,15 @@ impl Trainer {
         finish(run, selected)
     }
 
-    /// For an f32 run on a target with no known factorization (a user's matrix), the model's
-    /// own f64 solution, as this backend evaluates it (its twiddles rounded to the backend's
+    /// For an f32 run on a target with no known factorization (a user's matrix), or on a
+    /// built-in with [`TrainConfig::own_floor`], the model's own f64 solution, as this backend evaluates it (its twiddles rounded to the backend's
     /// float type): the same config trained in f64 (no checkpoints or logs, its progress to
     /// `observer`), which the trainer leaves gauge-fixed, on the run's own backend and device
     /// where it computes in f64 (CUDA, candle, ndarray) and on the CPU (ndarray) where it is
     /// f32-only (wgpu). Its rmse is the f32 floor: what rounding a solution in the trainer's own
-    /// gauge costs, found without an answer. `None` in f64, for a target with an exact
-    /// factorization (its floor is that factorization's), and when the f64 run misses its own
-    /// bar (no solution is known; the f32 run then has no bar).
+    /// gauge costs, found without an answer. `None` in f64, for a built-in without `own_floor`
+    /// (its floor is its exact factorization's), and when the f64 run misses its own
+    /// bar (no solution is known; the f32 run then has no bar, or a built-in's exact floor).
     fn own_solution<B: FftBackend>(
         &self,
         device: &B::Device,
@@ -215,7 +215,7 @@ impl Trainer {
         observer: &mut dyn Observer,
     ) -> Result<Option<ButterflyProduct<B::InnerBackend>>> {
         let cfg = &self.config;
-        if Precision::of::<B>() != Precision::F32 || !cfg.target.is_users() {
+        if Precision::of::<B>() != Precision::F32 || !(cfg.target.is_users() || cfg.own_floor) {
             return Ok(None);
         }
         let config = TrainConfig { checkpoint_dir: None, log_dir: None, stop_rmse: None, ..cfg.clone() };

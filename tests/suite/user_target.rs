@@ -154,6 +154,19 @@ fn a_random_bp_in_f32_reaches_the_rounding_of_its_own_f64_solution() {
     }
 }
 
+/// A solution f32 holds exactly has a floor of 0: a Hadamard matrix of N = 16 in the trainer's
+/// gauge (twiddles ±1, a last stage of ±1/4). Its f32 run ends a hair from it, and the bar is
+/// f64's, not 0 (`metrics::bar`): with a bar of 0 it ended at rmse 9.5e-24, `reached: false`.
+#[test]
+fn a_matrix_whose_solution_f32_holds_exactly_reaches_its_bar_in_f32() {
+    let target = Target::Matrix(MatrixTarget::new(Target::Hadamard.matrix(16).unwrap()).expect("a valid matrix"));
+    let config = TrainConfig::new(16).with_target(target);
+    let r = Trainer::new(config).expect("a valid config").run(BackendKind::Ndarray, Precision::F32, &mut ()).unwrap();
+    assert_eq!((r.floor_source, r.floor), (Some(FloorSource::OwnF64Solution), Some(0.0)), "{r:?}");
+    assert_eq!(r.bar, Some(F64_TRAIN_BAR));
+    assert!(r.reached && r.rmse <= F64_TRAIN_BAR, "rmse {:.3e}", r.rmse);
+}
+
 /// The backend and precision of every run a trainer starts, in order.
 #[derive(Default)]
 struct Starts(Vec<(BackendKind, Precision)>);
