@@ -191,8 +191,10 @@ pub enum FloorSource {
     /// The target's exact factorization (a built-in target), its twiddles rounded to the
     /// backend's float type, in unitary blocks.
     ExactFactorization,
-    /// The model's own solution, trained in f64 from the same config and gauge-fixed as the
-    /// trainer leaves it, its twiddles rounded to the backend's float type: needs no answer.
+    /// The model's own solution, gauge-fixed as the trainer leaves it, its twiddles rounded to
+    /// the backend's float type: needs no answer. For a user's target an f64 run of the same
+    /// config; for a built-in with [`TrainConfig::own_floor`](crate::train::TrainConfig) the f64
+    /// polish of where the f32 run ended (the solution it found).
     OwnF64Solution,
 }
 

@@ -316,13 +316,15 @@ train_config! {
         #[config(default = 4)]
         pub max_stalled: usize,
         /// Take a built-in target's f32 floor, and so its bar and restarts, from the model's own
-        /// f64 solution, as for a user's target, instead of from its exact factorization.
+        /// f64 solution instead of from its exact factorization.
         ///
-        /// The same config is trained in f64 first, and its gauge-fixed layer rounded to f32 is
-        /// the floor ([`FloorSource::OwnF64Solution`](crate::metrics::FloorSource)): the run
-        /// then consults no answer. The exact factorization's floor in the trainer's gauge is
-        /// still reported beside it. No effect in f64 (its bar is 1e-14) or on a user's target
-        /// (which has no other floor).
+        /// At the end of each attempt's polish the layer is polished on in f64 (no Adam) to the
+        /// f64 bar, and that solution, gauge-fixed and rounded to f32, is the floor
+        /// ([`FloorSource::OwnF64Solution`](crate::metrics::FloorSource)); where the f64 polish
+        /// misses 1e-14 no solution is near and the attempt missed. The run then consults no
+        /// answer; the exact factorization's floor in the trainer's gauge is still reported
+        /// beside it. No effect in f64 (its bar is 1e-14) or on a user's target (whose floor is
+        /// always its own solution's, from an f64 run of the same config).
         #[config(default = false)]
         pub own_floor: bool,
         /// Stop as soon as the rmse is at or below this (unset: polish until it stalls).

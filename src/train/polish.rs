@@ -35,8 +35,14 @@ impl<B: FftBackend> Run<'_, B> {
         };
         // A polish that stalled above the bar ended in a local minimum: start again from new
         // random weights while restarts remain.
+        // With `own_floor` the floor is found here, from the solution nearest this end (none
+        // near: missed).
+        self.refine_floor()?;
         let rmse = loss.sqrt();
-        let missed = self.device_bar().is_some_and(|bar| rmse.is_nan() || rmse > bar);
+        let missed = match (self.refine, &self.own_solution) {
+            (Some(_), None) => true,
+            _ => self.device_bar().is_some_and(|bar| rmse.is_nan() || rmse > bar),
+        };
         if !stopped && missed && self.state.attempt < self.cfg.restarts {
             self.restart(self.state.attempt + 1)
         } else {

@@ -53,7 +53,18 @@ pub(super) struct RunOptions<'a, B: FftBackend> {
     /// For a target with no known factorization, the model's own f64 solution as this backend
     /// evaluates it: its rmse is the floor (see [`super::trainer::Trainer::run_on`]).
     pub own_solution: Option<ButterflyProduct<B::InnerBackend>>,
+    /// With [`TrainConfig::own_floor`] on a built-in in f32, the solution nearest where an
+    /// attempt's polish left the layer: the floor is its rounding, found at each attempt's end.
+    pub refine: Option<&'a Refine<'a, B>>,
 }
+
+/// The f64 solution nearest a layer (polished from it in f64), as this backend evaluates it;
+/// `None` where that polish does not reach the f64 bar: no solution is near.
+pub(super) type Refine<'a, B> = dyn Fn(
+        &ButterflyProduct<B>,
+        &mut dyn Observer,
+    ) -> Result<Option<ButterflyProduct<<B as burn::tensor::backend::AutodiffBackend>::InnerBackend>>>
+    + 'a;
 
 /// Attempt `attempt`'s layer grown from a trained half-size one, reporting that run's progress
 /// to the observer; `None` where the run starts from random weights.
@@ -78,6 +89,9 @@ pub(super) struct Run<'a, B: FftBackend> {
     pub cfg: &'a TrainConfig,
     stop: Option<&'a AtomicBool>,
     grow: &'a Grow<'a, B>,
+    /// Where the floor is the rounding of the solution nearest each attempt's end
+    /// ([`RunOptions::refine`]).
+    pub refine: Option<&'a Refine<'a, B>>,
     /// The checkpoint directory's lock, held while the run lives.
     _lock: Option<DirLock>,
     pub device: &'a B::Device,
@@ -218,19 +232,14 @@ impl<'a, B: FftBackend> Run<'a, B> {
         }
         let search_seconds = searched.elapsed().as_secs_f64();
         let own_solution = options.own_solution;
-        // The model's own solution where there is one (a user's target, or `own_floor`), else
-        // the exact factorization's.
-        let solution = match &own_solution {
-            Some(own) => Some(own.clone()),
-            None => exact_product::<B::InnerBackend>(&cfg.target, n, device)?,
+        // The model's own solution where there is one (a user's target), else the exact
+        // factorization's; none yet where it is found at each attempt's end (`refine`).
+        let solution = match (&own_solution, options.refine) {
+            (Some(own), _) => Some(own.clone()),
+            (None, Some(_)) => None,
+            (None, None) => exact_product::<B::InnerBackend>(&cfg.target, n, device)?,
         };
-        let floor_device = match solution {
-            Some(solution) => {
-                let (re, im) = solution.stacked_twiddles();
-                Some(scalar(inner_objective.loss(&re, &im, &solution.permutations())).sqrt())
-            }
-            None => None,
-        };
+        let floor_device = solution.map(|s| floor_of(&inner_objective, &s));
         let ckpt_path = checkpoint::running_path(cfg);
         // One trainer per checkpoint directory, from before the checkpoint is read.
         let lock = cfg.checkpoint_dir.as_ref().map(|d| DirLock::acquire(Path::new(d))).transpose()?;
@@ -304,6 +313,7 @@ impl<'a, B: FftBackend> Run<'a, B> {
             cfg,
             stop: options.stop,
             grow: options.grow,
+            refine: options.refine,
             _lock: lock,
             device,
             observer,
@@ -349,6 +359,16 @@ impl<'a, B: FftBackend> Run<'a, B> {
         };
         self.optim = new_optim::<B>();
         self.schedule = schedule::<B>(self.cfg, 0)?;
+        Ok(())
+    }
+
+    /// With [`RunOptions::refine`], the solution nearest the layer becomes the floor's (`None`
+    /// where no solution is near: the attempt missed).
+    pub fn refine_floor(&mut self) -> Result<()> {
+        let Some(refine) = self.refine else { return Ok(()) };
+        let solution = refine(&self.layer, &mut *self.observer)?;
+        self.floor_device = solution.as_ref().map(|s| floor_of(&self.inner_objective, s));
+        self.own_solution = solution;
         Ok(())
     }
 
@@ -533,6 +553,15 @@ impl TrainState {
         self.grown_from = Some(grown.from_n);
         class.impose(grown.layer)
     }
+}
+
+/// The rmse of `solution` as `objective` measures it: the floor on the device.
+fn floor_of<B: crate::ops::ButterflyOps + crate::ops::ResidualOps>(
+    objective: &Objective<B>,
+    solution: &ButterflyProduct<B>,
+) -> f64 {
+    let (re, im) = solution.stacked_twiddles();
+    scalar(objective.loss(&re, &im, &solution.permutations())).sqrt()
 }
 
 /// Weight of the random unitary part in the blocks of a product's factors after the first

@@ -13,7 +13,7 @@ use super::checkpoint;
 use super::config::TrainConfig;
 use super::objective::{scalar, DENSE_MAX_N};
 use super::observer::{AttemptLog, Observer, Progress};
-use super::run::{Grown, Run, RunOptions};
+use super::run::{Grown, Refine, Run, RunOptions};
 use super::state::Phase;
 use crate::backend::{dispatch, BackendKind, BackendTask, FftBackend, Precision, Selected};
 use crate::error::{Error, Result};
@@ -187,27 +187,24 @@ impl Trainer {
         let grow =
             |attempt: usize, observer: &mut dyn Observer| self.grown::<B>(attempt, device, selected, &half, observer);
         let own_solution = self.own_solution::<B>(device, selected, observer)?;
-        let options = RunOptions { resume: self.resume, stop: self.stop.as_deref(), grow: &grow, own_solution };
-        let mut run = Run::<B>::start(&self.config, options, device, observer)?;
-        run.announce(selected);
-        // Adam then the polish, again from new random weights after a polish that stalled
-        // above the bar (while restarts remain).
-        while run.state.phase != Phase::Done {
-            run.adam()?;
-            run.polish()?;
-        }
-        finish(run, selected)
+        let nearest = |layer: &ButterflyProduct<B>, observer: &mut dyn Observer| {
+            self.nearest_solution::<B>(layer, device, selected, observer)
+        };
+        let refines = Precision::of::<B>() == Precision::F32 && self.config.own_floor && !self.config.target.is_users();
+        let refine: Option<&Refine<'_, B>> = if refines { Some(&nearest) } else { None };
+        let options = RunOptions { resume: self.resume, stop: self.stop.as_deref(), grow: &grow, own_solution, refine };
+        to_the_end(&self.config, options, device, selected, observer)
     }
 
-    /// For an f32 run on a target with no known factorization (a user's matrix), or on a
-    /// built-in with [`TrainConfig::own_floor`], the model's own f64 solution, as this backend evaluates it (its twiddles rounded to the backend's
+    /// For an f32 run on a target with no known factorization (a user's matrix), the model's
+    /// own f64 solution, as this backend evaluates it (its twiddles rounded to the backend's
     /// float type): the same config trained in f64 (no checkpoints or logs, its progress to
     /// `observer`), which the trainer leaves gauge-fixed, on the run's own backend and device
     /// where it computes in f64 (CUDA, candle, ndarray) and on the CPU (ndarray) where it is
     /// f32-only (wgpu). Its rmse is the f32 floor: what rounding a solution in the trainer's own
-    /// gauge costs, found without an answer. `None` in f64, for a built-in without `own_floor`
-    /// (its floor is its exact factorization's), and when the f64 run misses its own
-    /// bar (no solution is known; the f32 run then has no bar, or a built-in's exact floor).
+    /// gauge costs, found without an answer. `None` in f64, for a built-in (its floor is its
+    /// exact factorization's, or with `own_floor` [`Self::nearest_solution`]'s), and when the f64 run misses its own
+    /// bar (no solution is known; the f32 run then has no bar).
     fn own_solution<B: FftBackend>(
         &self,
         device: &B::Device,
@@ -215,24 +212,83 @@ impl Trainer {
         observer: &mut dyn Observer,
     ) -> Result<Option<ButterflyProduct<B::InnerBackend>>> {
         let cfg = &self.config;
-        if Precision::of::<B>() != Precision::F32 || !(cfg.target.is_users() || cfg.own_floor) {
+        if Precision::of::<B>() != Precision::F32 || !cfg.target.is_users() {
             return Ok(None);
         }
         let config = TrainConfig { checkpoint_dir: None, log_dir: None, stop_rmse: None, ..cfg.clone() };
         let trainer = Trainer { config, resume: false, stop: self.stop.clone() };
-        // The f64 run is the longer one of the two (to 1e-14, not the f32 bar): on a GPU with
-        // f64 (an N = 1024 run on 8192 pairs takes minutes there, hours on the CPU) it stays on
-        // the run's device; wgpu has no f64, and its twin on the CPU is ndarray.
+        trainer.solve_in_f64::<B>(None, device, selected, observer)
+    }
+
+    /// This trainer's run in f64 (from random weights, or polished from `start`) as backend
+    /// `B` evaluates its result: `None` where it misses the f64 bar. The f64 run is the longer
+    /// one of the two (to 1e-14, not the f32 bar): on a GPU with f64 (an N = 1024 run on 8192
+    /// pairs takes minutes there, hours on the CPU) it stays on the run's device; wgpu has no
+    /// f64, and its twin on the CPU is ndarray.
+    fn solve_in_f64<B: FftBackend>(
+        &self,
+        start: Option<Vec<Factor>>,
+        device: &B::Device,
+        selected: &Selected,
+        observer: &mut dyn Observer,
+    ) -> Result<Option<ButterflyProduct<B::InnerBackend>>> {
         let (kind, on) = match selected.kind {
             BackendKind::Wgpu => (BackendKind::Ndarray, None),
             kind => (kind, Some(device.to_id())),
         };
-        let task = OwnSolution { trainer: &trainer, on, device_name: &selected.device, observer };
+        let task = InF64 { trainer: self, start, on, device_name: &selected.device, observer };
         let Some(factors) = dispatch(kind, Precision::F64, task)? else {
             return Ok(None);
         };
         let factors = factors.into_iter().map(|f| Butterfly::from_factor(&f, device)).collect::<Result<Vec<_>>>()?;
         Ok(Some(ButterflyProduct { factors }))
+    }
+
+    /// With [`TrainConfig::own_floor`], the f64 solution nearest where an attempt's polish left
+    /// `layer`, as this backend evaluates it: the same config in f64 started from `layer`'s
+    /// twiddles, straight into the polish (no Adam, no restart), gauge-fixed as the trainer
+    /// leaves a layer; on the run's device where it computes in f64, on the CPU (ndarray) for
+    /// wgpu. `None` where that polish ends above the f64 bar: no solution is near. Its rounding
+    /// is the f32 floor of the solution this run found, whichever of a product's family of
+    /// solutions that is (a separate f64 run, as for a user's target, can end at another, whose
+    /// rounding differs by up to 2×).
+    fn nearest_solution<B: FftBackend>(
+        &self,
+        layer: &ButterflyProduct<B>,
+        device: &B::Device,
+        selected: &Selected,
+        observer: &mut dyn Observer,
+    ) -> Result<Option<ButterflyProduct<B::InnerBackend>>> {
+        let config = TrainConfig {
+            checkpoint_dir: None,
+            log_dir: None,
+            stop_rmse: None,
+            restarts: 0,
+            own_floor: false,
+            ..self.config.clone()
+        };
+        let trainer = Trainer { config, resume: false, stop: self.stop.clone() };
+        trainer.solve_in_f64::<B>(Some(layer.to_factors()), device, selected, observer)
+    }
+
+    /// The run from the twiddles `start` straight into the polish, with no restart (the start
+    /// is handed over as a grown layer within Adam's hand-over rmse).
+    fn polish_from<B: FftBackend>(
+        &self,
+        start: &[Factor],
+        device: &B::Device,
+        selected: &Selected,
+        observer: &mut dyn Observer,
+    ) -> Result<(ButterflyProduct<B>, TrainReport)> {
+        let factors = start.iter().map(|f| Butterfly::from_factor(f, device)).collect::<Result<Vec<_>>>()?;
+        let start = RefCell::new(Some(ButterflyProduct { factors }));
+        let n = self.config.n;
+        let grow = |_: usize, _: &mut dyn Observer| {
+            Ok(start.borrow_mut().take().map(|layer| Grown { layer, aligned: true, from_n: n, steps: 0, seconds: 0.0 }))
+        };
+        let options =
+            RunOptions { resume: false, stop: self.stop.as_deref(), grow: &grow, own_solution: None, refine: None };
+        to_the_end(&self.config, options, device, selected, observer)
     }
 
     /// Attempt `attempt`'s start grown from the layer trained at N/2 on the halved target, where
@@ -372,6 +428,24 @@ struct Half<B: FftBackend> {
     seconds: f64,
 }
 
+/// The run of `cfg` with `options`: Adam then the polish, again from new random weights after a
+/// polish that stalled above the bar (while restarts remain); then [`finish`].
+fn to_the_end<'a, B: FftBackend>(
+    cfg: &'a TrainConfig,
+    options: RunOptions<'a, B>,
+    device: &'a B::Device,
+    selected: &Selected,
+    observer: &'a mut dyn Observer,
+) -> Result<(ButterflyProduct<B>, TrainReport)> {
+    let mut run = Run::<B>::start(cfg, options, device, observer)?;
+    run.announce(selected);
+    while run.state.phase != Phase::Done {
+        run.adam()?;
+        run.polish()?;
+    }
+    finish(run, selected)
+}
+
 /// The last checkpoint, and the report: the final loss on the device, and the f64 metric.
 fn finish<B: FftBackend>(mut run: Run<'_, B>, selected: &Selected) -> Result<(ButterflyProduct<B>, TrainReport)> {
     let theta = run.twiddles();
@@ -380,6 +454,9 @@ fn finish<B: FftBackend>(mut run: Run<'_, B>, selected: &Selected) -> Result<(Bu
     run.save()?;
     let (cfg, device) = (run.cfg, run.device);
     let own_solution = run.own_solution.take();
+    // With `own_floor`, no solution near the last attempt's end means no floor: the exact
+    // factorization's is not consulted.
+    let refined = run.refine.is_some();
     let (stages_learned, stages_fixed) = run.class.stage_counts();
     let permutations = run.class.sources.clone();
     let ended = run.close()?;
@@ -391,6 +468,7 @@ fn finish<B: FftBackend>(mut run: Run<'_, B>, selected: &Selected) -> Result<(Bu
         Some(own) => {
             (Some(metrics::rmse_of_model(own, &cfg.target, cfg.real_output)?), Some(FloorSource::OwnF64Solution))
         }
+        None if refined => (None, None),
         None => {
             let floor = metrics::floor_of_model::<B>(n, &cfg.target, cfg.real_output, device)?;
             (floor, floor.map(|_| FloorSource::ExactFactorization))
@@ -430,25 +508,30 @@ fn finish<B: FftBackend>(mut run: Run<'_, B>, selected: &Selected) -> Result<(Bu
     Ok((layer, report))
 }
 
-/// The f64 run of [`Trainer::own_solution`] on the backend [`dispatch`] picks, on device `on`
-/// where given (the f32 run's, for a backend with both precisions on one device type): its
-/// trained factors in f64 when it reached its bar.
-struct OwnSolution<'a> {
+/// The f64 run of [`Trainer::solve_in_f64`] on the backend [`dispatch`] picks, on device `on`
+/// where given (the f32 run's, for a backend with both precisions on one device type): from
+/// random weights ([`Trainer::own_solution`]) or polished from `start`
+/// ([`Trainer::nearest_solution`]); its factors in f64 when it reached its bar.
+struct InF64<'a> {
     trainer: &'a Trainer,
+    start: Option<Vec<Factor>>,
     on: Option<DeviceId>,
     /// The f32 run's description of its device, which `on` is.
     device_name: &'a str,
     observer: &'a mut dyn Observer,
 }
 
-impl BackendTask for OwnSolution<'_> {
+impl BackendTask for InF64<'_> {
     type Output = Option<Vec<Factor>>;
     fn run<C: FftBackend>(self, device: C::Device, selected: &Selected) -> Result<Self::Output> {
         let (device, selected) = match self.on {
             Some(id) => (C::Device::from_id(id), Selected { device: self.device_name.to_string(), ..selected.clone() }),
             None => (device, selected.clone()),
         };
-        let (layer, report) = self.trainer.run_on::<C>(&device, &selected, self.observer)?;
+        let (layer, report) = match &self.start {
+            Some(start) => self.trainer.polish_from::<C>(start, &device, &selected, self.observer)?,
+            None => self.trainer.run_on::<C>(&device, &selected, self.observer)?,
+        };
         Ok(report.reached.then(|| layer.to_factors()))
     }
 }
