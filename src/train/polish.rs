@@ -33,10 +33,9 @@ impl<B: FftBackend> Run<'_, B> {
                 break (stopped, loss);
             }
         };
-        // A polish that stalled above the bar ended in a local minimum: start again from new
-        // random weights while restarts remain.
         // With `own_floor` the floor is found here, from the solution nearest this end (none
-        // near: missed).
+        // near: missed). A polish that stalled above the bar ended in a local minimum: start
+        // again from new random weights while restarts remain.
         self.refine_floor()?;
         let rmse = loss.sqrt();
         let missed = match (self.refine, &self.own_solution) {

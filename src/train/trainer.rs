@@ -203,8 +203,8 @@ impl Trainer {
     /// where it computes in f64 (CUDA, candle, ndarray) and on the CPU (ndarray) where it is
     /// f32-only (wgpu). Its rmse is the f32 floor: what rounding a solution in the trainer's own
     /// gauge costs, found without an answer. `None` in f64, for a built-in (its floor is its
-    /// exact factorization's, or with `own_floor` [`Self::nearest_solution`]'s), and when the f64 run misses its own
-    /// bar (no solution is known; the f32 run then has no bar).
+    /// exact factorization's, or with `own_floor` [`Self::nearest_solution`]'s), and when the
+    /// f64 run misses its own bar (no solution is known; the f32 run then has no bar).
     fn own_solution<B: FftBackend>(
         &self,
         device: &B::Device,
