@@ -78,7 +78,7 @@ struct Args {
     /// Backend: auto, wgpu, candle, ndarray, cuda.
     #[arg(long, env = BACKEND_ENV, default_value = "auto")]
     backend: BackendKind,
-    /// f64, or f32 (whose bar is the run's own f64 solution rounded: an f64 run comes first).
+    /// f64, or f32 (whose bar is the run's own solution, polished on in f64, rounded).
     #[arg(long, default_value = "f64")]
     precision: Precision,
     /// Seed of the random initial weights.

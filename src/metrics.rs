@@ -192,9 +192,9 @@ pub enum FloorSource {
     /// backend's float type, in unitary blocks.
     ExactFactorization,
     /// The model's own solution, gauge-fixed as the trainer leaves it, its twiddles rounded to
-    /// the backend's float type: needs no answer. For a user's target an f64 run of the same
-    /// config; for a built-in with [`TrainConfig::own_floor`](crate::train::TrainConfig) the f64
-    /// polish of where the f32 run ended (the solution it found).
+    /// the backend's float type: needs no answer. The f64 polish of where the f32 run's attempt
+    /// ended (the solution it found), for a user's target and for a built-in with
+    /// [`TrainConfig::own_floor`](crate::train::TrainConfig).
     OwnF64Solution,
 }
 

@@ -81,7 +81,7 @@ impl TrainArgs {
 /// Trains; a run that misses its bar reports with an `"error"` (exit status 1).
 pub fn run(args: TrainArgs, global: &Global) -> learned_fft::Result<Value> {
     let config = args.config()?;
-    let (model, real) = (config.model, config.real);
+    let (model, real, own_floor) = (config.model, config.real, config.own_floor);
     let trainer = Trainer::new(config)?.with_resume(args.resume).with_stop_flag(stop_on_signals()?);
     let report = if args.quiet {
         trainer.run(global.backend, global.precision(), &mut JsonLines)?
@@ -107,7 +107,7 @@ pub fn run(args: TrainArgs, global: &Global) -> learned_fft::Result<Value> {
         report.backend
     );
     if !report.reached {
-        let why = missed_bar(&report, model, real);
+        let why = missed_bar(&report, model, real, own_floor);
         eprintln!("error: {why}");
         return Ok(json!({ "train": report, "error": why }));
     }
@@ -115,7 +115,7 @@ pub fn run(args: TrainArgs, global: &Global) -> learned_fft::Result<Value> {
 }
 
 /// Why a run did not reach its bar, for its error message.
-fn missed_bar(report: &TrainReport, model: Option<ModelChoice>, real: bool) -> String {
+fn missed_bar(report: &TrainReport, model: Option<ModelChoice>, real: bool, own_floor: bool) -> String {
     let (target, precision) = (report.target.kind(), report.backend.precision);
     let chosen = model.map(|m| match &report.target {
         Target::Matrix(_) | Target::Operator(_) | Target::Data(_) => format!(" (model {} from --model)", m.name()),
@@ -138,11 +138,14 @@ fn missed_bar(report: &TrainReport, model: Option<ModelChoice>, real: bool) -> S
                 (Precision::F32, _) => "f32: the floor, its exact factorization's rmse in f32 on this backend",
             }
         ),
-        None if matches!(target, TargetKind::Matrix | TargetKind::Data) => format!(
-            "train: the {target} at N = {}: rmse {:.3e}; its f32 bar is the rounding of the model's own f64 solution, \
-             and the f64 run found none (it ended above 1e-14), so there is no f32 bar",
-            report.n, report.rmse
-        ),
+        None if precision == Precision::F32 && (own_floor || matches!(target, TargetKind::Matrix | TargetKind::Data)) => {
+            format!(
+                "train: the {target} at N = {}: rmse {:.3e}; its f32 bar is the rounding of the model's own f64 solution, \
+                 and polished on in f64 from where the run ended it found none (it ended above 1e-14), so there is no \
+                 f32 bar",
+                report.n, report.rmse
+            )
+        }
         None => format!(
             "train: {target} at N = {}: rmse {:.3e}; no exact factorization of {target} in this model class is known, so \
              there is no {precision} bar and the run cannot count as recovering it",

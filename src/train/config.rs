@@ -323,8 +323,8 @@ train_config! {
         /// ([`FloorSource::OwnF64Solution`](crate::metrics::FloorSource)); where the f64 polish
         /// misses 1e-14 no solution is near and the attempt missed. The run then consults no
         /// answer; the exact factorization's floor in the trainer's gauge is still reported
-        /// beside it. No effect in f64 (its bar is 1e-14) or on a user's target (whose floor is
-        /// always its own solution's, from an f64 run of the same config).
+        /// beside it. No effect in f64 (its bar is 1e-14) or on a user's target (whose f32 floor
+        /// is always found this way).
         #[config(default = false)]
         pub own_floor: bool,
         /// Stop as soon as the rmse is at or below this (unset: polish until it stalls).

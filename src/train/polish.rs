@@ -33,8 +33,8 @@ impl<B: FftBackend> Run<'_, B> {
                 break (stopped, loss);
             }
         };
-        // With `own_floor` the floor is found here, from the solution nearest this end (none
-        // near: missed). A polish that stalled above the bar ended in a local minimum: start
+        // Where the floor is the run's own solution's (a user's target in f32, or `own_floor`),
+        // it is found here, from the solution nearest this end (none near: missed). A polish that stalled above the bar ended in a local minimum: start
         // again from new random weights while restarts remain.
         self.refine_floor()?;
         let rmse = loss.sqrt();

@@ -50,12 +50,14 @@ pub(super) struct RunOptions<'a, B: FftBackend> {
     pub stop: Option<&'a AtomicBool>,
     /// Where an attempt starts instead of random weights ([`TrainConfig::grow_above`]).
     pub grow: &'a Grow<'a, B>,
-    /// For a target with no known factorization, the model's own f64 solution as this backend
-    /// evaluates it: its rmse is the floor (see [`super::trainer::Trainer::run_on`]).
-    pub own_solution: Option<ButterflyProduct<B::InnerBackend>>,
-    /// With [`TrainConfig::own_floor`] on a built-in in f32, the solution nearest where an
-    /// attempt's polish left the layer: the floor is its rounding, found at each attempt's end.
+    /// In f32, for a user's target and for a built-in with [`TrainConfig::own_floor`]: the
+    /// solution nearest where an attempt's polish left the layer, whose rounding is the floor,
+    /// found at each attempt's end. `None`: the exact factorization's floor (none in f64).
     pub refine: Option<&'a Refine<'a, B>>,
+    /// The start is a trained layer handed over to be polished on
+    /// ([`super::trainer::Trainer`]'s nearest solution): its permutations are the run's, and
+    /// none is searched for (a user's few pairs would search again for nothing).
+    pub given_start: bool,
 }
 
 /// The f64 solution nearest a layer (polished from it in f64), as this backend evaluates it;
@@ -103,8 +105,11 @@ pub(super) struct Run<'a, B: FftBackend> {
     /// The floor as the device measures it (progress only; the report uses the f64 metric).
     floor_device: Option<f64>,
     /// The solution whose rounding the floor measures, where it is the model's own
-    /// ([`RunOptions::own_solution`]); `None` where it is the exact factorization.
+    /// ([`RunOptions::refine`]); `None` where it is the exact factorization, or none was near.
     pub own_solution: Option<ButterflyProduct<B::InnerBackend>>,
+    /// Whether this process looked for the solution nearest the layer (a run resumed after its
+    /// end has not: [`super::trainer`]'s `finish` looks then).
+    pub floor_refined: bool,
     pub layer: ButterflyProduct<B>,
     pub optim: AdamOptimizer<B>,
     /// The learning rate's factor on `lr`.
@@ -217,6 +222,7 @@ impl<'a, B: FftBackend> Run<'a, B> {
         // (a resumed run takes its layer's).
         let learn_permutation = learn_permutation
             && !options.resume
+            && !options.given_start
             && (class.permutations.len() == 1 || cfg.real_output)
             && class.sources[0] == PermutationSource::Identity
             && cfg.model != Some(ModelChoice::B);
@@ -231,13 +237,11 @@ impl<'a, B: FftBackend> Run<'a, B> {
             class.sources[0] = PermutationSource::Learned;
         }
         let search_seconds = searched.elapsed().as_secs_f64();
-        let own_solution = options.own_solution;
-        // The model's own solution where there is one (a user's target), else the exact
-        // factorization's; none yet where it is found at each attempt's end (`refine`).
-        let solution = match (&own_solution, options.refine) {
-            (Some(own), _) => Some(own.clone()),
-            (None, Some(_)) => None,
-            (None, None) => exact_product::<B::InnerBackend>(&cfg.target, n, device)?,
+        // The exact factorization's floor, or none yet where the floor is found at each
+        // attempt's end (`refine`).
+        let solution = match options.refine {
+            Some(_) => None,
+            None => exact_product::<B::InnerBackend>(&cfg.target, n, device)?,
         };
         let floor_device = solution.map(|s| floor_of(&inner_objective, &s));
         let ckpt_path = checkpoint::running_path(cfg);
@@ -320,7 +324,8 @@ impl<'a, B: FftBackend> Run<'a, B> {
             objective,
             inner_objective,
             floor_device,
-            own_solution,
+            own_solution: None,
+            floor_refined: false,
             layer,
             optim,
             schedule,
@@ -366,7 +371,18 @@ impl<'a, B: FftBackend> Run<'a, B> {
     /// where no solution is near: the attempt missed).
     pub fn refine_floor(&mut self) -> Result<()> {
         let Some(refine) = self.refine else { return Ok(()) };
-        let solution = refine(&self.layer, &mut *self.observer)?;
+        let solution = match refine(&self.layer, &mut *self.observer) {
+            // A stop during the f64 polish stops this run, with its own checkpoint (a resumed
+            // run ends its polish at once and looks again).
+            Err(Error::Interrupted { .. }) if self.stop_asked() => {
+                if self.checkpoint_due() {
+                    self.save()?;
+                }
+                return self.stop_if_asked();
+            }
+            solution => solution?,
+        };
+        self.floor_refined = true;
         self.floor_device = solution.as_ref().map(|s| floor_of(&self.inner_objective, s));
         self.own_solution = solution;
         Ok(())

@@ -186,72 +186,30 @@ impl Trainer {
         let half = RefCell::new(None);
         let grow =
             |attempt: usize, observer: &mut dyn Observer| self.grown::<B>(attempt, device, selected, &half, observer);
-        let own_solution = self.own_solution::<B>(device, selected, observer)?;
         let nearest = |layer: &ButterflyProduct<B>, observer: &mut dyn Observer| {
             self.nearest_solution::<B>(layer, device, selected, observer)
         };
-        let refines = Precision::of::<B>() == Precision::F32 && self.config.own_floor && !self.config.target.is_users();
+        // The floor from the run's own solution: a user's target has no other, a built-in's is
+        // its exact factorization's unless `own_floor`. f64's bar is 1e-14 for every target.
+        let cfg = &self.config;
+        let refines = Precision::of::<B>() == Precision::F32 && (cfg.own_floor || cfg.target.is_users());
         let refine: Option<&Refine<'_, B>> = if refines { Some(&nearest) } else { None };
-        let options = RunOptions { resume: self.resume, stop: self.stop.as_deref(), grow: &grow, own_solution, refine };
+        let options =
+            RunOptions { resume: self.resume, stop: self.stop.as_deref(), grow: &grow, refine, given_start: false };
         to_the_end(&self.config, options, device, selected, observer)
     }
 
-    /// For an f32 run on a target with no known factorization (a user's matrix), the model's
-    /// own f64 solution, as this backend evaluates it (its twiddles rounded to the backend's
-    /// float type): the same config trained in f64 (no checkpoints or logs, its progress to
-    /// `observer`), which the trainer leaves gauge-fixed, on the run's own backend and device
-    /// where it computes in f64 (CUDA, candle, ndarray) and on the CPU (ndarray) where it is
-    /// f32-only (wgpu). Its rmse is the f32 floor: what rounding a solution in the trainer's own
-    /// gauge costs, found without an answer. `None` in f64, for a built-in (its floor is its
-    /// exact factorization's, or with `own_floor` [`Self::nearest_solution`]'s), and when the
-    /// f64 run misses its own bar (no solution is known; the f32 run then has no bar).
-    fn own_solution<B: FftBackend>(
-        &self,
-        device: &B::Device,
-        selected: &Selected,
-        observer: &mut dyn Observer,
-    ) -> Result<Option<ButterflyProduct<B::InnerBackend>>> {
-        let cfg = &self.config;
-        if Precision::of::<B>() != Precision::F32 || !cfg.target.is_users() {
-            return Ok(None);
-        }
-        let config = TrainConfig { checkpoint_dir: None, log_dir: None, stop_rmse: None, ..cfg.clone() };
-        let trainer = Trainer { config, resume: false, stop: self.stop.clone() };
-        trainer.solve_in_f64::<B>(None, device, selected, observer)
-    }
-
-    /// This trainer's run in f64 (from random weights, or polished from `start`) as backend
-    /// `B` evaluates its result: `None` where it misses the f64 bar. The f64 run is the longer
-    /// one of the two (to 1e-14, not the f32 bar): on a GPU with f64 (an N = 1024 run on 8192
-    /// pairs takes minutes there, hours on the CPU) it stays on the run's device; wgpu has no
-    /// f64, and its twin on the CPU is ndarray.
-    fn solve_in_f64<B: FftBackend>(
-        &self,
-        start: Option<Vec<Factor>>,
-        device: &B::Device,
-        selected: &Selected,
-        observer: &mut dyn Observer,
-    ) -> Result<Option<ButterflyProduct<B::InnerBackend>>> {
-        let (kind, on) = match selected.kind {
-            BackendKind::Wgpu => (BackendKind::Ndarray, None),
-            kind => (kind, Some(device.to_id())),
-        };
-        let task = InF64 { trainer: self, start, on, device_name: &selected.device, observer };
-        let Some(factors) = dispatch(kind, Precision::F64, task)? else {
-            return Ok(None);
-        };
-        let factors = factors.into_iter().map(|f| Butterfly::from_factor(&f, device)).collect::<Result<Vec<_>>>()?;
-        Ok(Some(ButterflyProduct { factors }))
-    }
-
-    /// With [`TrainConfig::own_floor`], the f64 solution nearest where an attempt's polish left
-    /// `layer`, as this backend evaluates it: the same config in f64 started from `layer`'s
-    /// twiddles, straight into the polish (no Adam, no restart), gauge-fixed as the trainer
-    /// leaves a layer; on the run's device where it computes in f64, on the CPU (ndarray) for
-    /// wgpu. `None` where that polish ends above the f64 bar: no solution is near. Its rounding
-    /// is the f32 floor of the solution this run found, whichever of a product's family of
-    /// solutions that is (a separate f64 run, as for a user's target, can end at another, whose
-    /// rounding differs by up to 2×).
+    /// In f32, for a user's target and for a built-in with [`TrainConfig::own_floor`], the f64
+    /// solution nearest where an attempt's polish left `layer`, as this backend evaluates it
+    /// (its twiddles rounded to the backend's float type): the same config in f64 started from
+    /// `layer`'s twiddles, straight into the polish (no Adam, no restart, no checkpoints or
+    /// logs, its progress to `observer`), gauge-fixed as the trainer leaves a layer. `None`
+    /// where that polish ends above the f64 bar: no solution is near. Its rounding is the f32
+    /// floor of the solution this run found, found without an answer, whichever of a product's
+    /// family of solutions that is (a separate f64 run from random weights, the first design,
+    /// can end at another, whose rounding differs by up to 2×, and cost minutes where this
+    /// costs seconds). It runs on the run's own backend and device where that computes in f64
+    /// (CUDA, candle, ndarray) and on the CPU (ndarray) for wgpu, which has no f64.
     fn nearest_solution<B: FftBackend>(
         &self,
         layer: &ButterflyProduct<B>,
@@ -268,7 +226,16 @@ impl Trainer {
             ..self.config.clone()
         };
         let trainer = Trainer { config, resume: false, stop: self.stop.clone() };
-        trainer.solve_in_f64::<B>(Some(layer.to_factors()), device, selected, observer)
+        let (kind, on) = match selected.kind {
+            BackendKind::Wgpu => (BackendKind::Ndarray, None),
+            kind => (kind, Some(device.to_id())),
+        };
+        let task = InF64 { trainer: &trainer, start: layer.to_factors(), on, device_name: &selected.device, observer };
+        let Some(factors) = dispatch(kind, Precision::F64, task)? else {
+            return Ok(None);
+        };
+        let factors = factors.into_iter().map(|f| Butterfly::from_factor(&f, device)).collect::<Result<Vec<_>>>()?;
+        Ok(Some(ButterflyProduct { factors }))
     }
 
     /// The run from the twiddles `start` straight into the polish, with no restart (the start
@@ -287,7 +254,7 @@ impl Trainer {
             Ok(start.borrow_mut().take().map(|layer| Grown { layer, aligned: true, from_n: n, steps: 0, seconds: 0.0 }))
         };
         let options =
-            RunOptions { resume: false, stop: self.stop.as_deref(), grow: &grow, own_solution: None, refine: None };
+            RunOptions { resume: false, stop: self.stop.as_deref(), grow: &grow, refine: None, given_start: true };
         to_the_end(&self.config, options, device, selected, observer)
     }
 
@@ -448,6 +415,10 @@ fn to_the_end<'a, B: FftBackend>(
 
 /// The last checkpoint, and the report: the final loss on the device, and the f64 metric.
 fn finish<B: FftBackend>(mut run: Run<'_, B>, selected: &Selected) -> Result<(ButterflyProduct<B>, TrainReport)> {
+    // A run resumed after its end has not looked for its solution in this process.
+    if !run.floor_refined {
+        run.refine_floor()?;
+    }
     let theta = run.twiddles();
     let loss = scalar(run.inner_objective.loss(&theta.re, &theta.im, &run.perms));
     run.state.seconds = run.seconds();
@@ -508,13 +479,12 @@ fn finish<B: FftBackend>(mut run: Run<'_, B>, selected: &Selected) -> Result<(Bu
     Ok((layer, report))
 }
 
-/// The f64 run of [`Trainer::solve_in_f64`] on the backend [`dispatch`] picks, on device `on`
-/// where given (the f32 run's, for a backend with both precisions on one device type): from
-/// random weights ([`Trainer::own_solution`]) or polished from `start`
-/// ([`Trainer::nearest_solution`]); its factors in f64 when it reached its bar.
+/// The f64 polish of [`Trainer::nearest_solution`] on the backend [`dispatch`] picks, on device
+/// `on` where given (the f32 run's, for a backend with both precisions on one device type),
+/// from `start`; its factors in f64 when it reached its bar.
 struct InF64<'a> {
     trainer: &'a Trainer,
-    start: Option<Vec<Factor>>,
+    start: Vec<Factor>,
     on: Option<DeviceId>,
     /// The f32 run's description of its device, which `on` is.
     device_name: &'a str,
@@ -528,10 +498,7 @@ impl BackendTask for InF64<'_> {
             Some(id) => (C::Device::from_id(id), Selected { device: self.device_name.to_string(), ..selected.clone() }),
             None => (device, selected.clone()),
         };
-        let (layer, report) = match &self.start {
-            Some(start) => self.trainer.polish_from::<C>(start, &device, &selected, self.observer)?,
-            None => self.trainer.run_on::<C>(&device, &selected, self.observer)?,
-        };
+        let (layer, report) = self.trainer.polish_from::<C>(&self.start, &device, &selected, self.observer)?;
         Ok(report.reached.then(|| layer.to_factors()))
     }
 }

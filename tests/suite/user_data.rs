@@ -102,7 +102,7 @@ fn data_in_f32_reaches_the_rounding_of_its_own_f64_solution() {
     let config = TrainConfig::new(n).with_target(Target::Data(DataTarget::new(n, x, y).unwrap())).with_seed(3);
     let r = Trainer::new(config).unwrap().run(BackendKind::Ndarray, Precision::F32, &mut ()).unwrap();
     assert_eq!(r.floor_source, Some(FloorSource::OwnF64Solution));
-    let floor = r.floor.expect("the f64 run found a solution");
+    let floor = r.floor.expect("the f64 polish found a solution");
     assert!(r.reached && floor < 1e-6, "rmse {:.3e}, floor {floor:.3e}", r.rmse);
 }
 

@@ -34,7 +34,7 @@ fn an_operator_is_learned_from_its_images_alone() {
     // In f32 the bar is the rounding of the model's own f64 solution, as for a matrix.
     let r = train(TrainConfig::new(8).with_target(kron()).with_seed(1), Precision::F32).unwrap();
     assert_eq!(r.floor_source, Some(FloorSource::OwnF64Solution));
-    let floor = r.floor.expect("the f64 run found a solution");
+    let floor = r.floor.expect("the f64 polish found a solution");
     assert_eq!(r.bar, Some(learned_fft::metrics::F32_OWN_BAR_OVER_FLOOR * floor));
     assert!(r.reached && floor < 1e-6, "rmse {:e}, floor {floor:e}", r.rmse);
 }
