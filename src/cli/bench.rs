@@ -41,6 +41,11 @@ pub enum BenchCommand {
         /// Stop each run as soon as it is under the bar (time to the bar).
         #[arg(long)]
         to_bar: bool,
+        /// Take each f32 run's floor, bar and restarts from the model's own f64 solution, not
+        /// from the target's exact factorization (`train --own-floor`): a sweep that consults
+        /// no answer. Not with --to-bar (that bar is known only at a run's end).
+        #[arg(long, conflicts_with = "to_bar")]
+        own_floor: bool,
         /// Copy seed 0's checkpoint per size here and update manifest.json (nothing is copied
         /// when --first-seed is above 0).
         #[arg(long)]
@@ -196,6 +201,7 @@ pub fn run(command: BenchCommand, global: &Global) -> Result<Value> {
             first_seed,
             grow_above,
             to_bar,
+            own_floor,
             ship,
             scratch,
             verbose,
@@ -211,6 +217,7 @@ pub fn run(command: BenchCommand, global: &Global) -> Result<Value> {
                 backend: kind,
                 precision,
                 to_bar,
+                own_floor,
                 ship: ship.map(Into::into),
                 scratch: scratch.into(),
                 resume,
@@ -225,7 +232,7 @@ pub fn run(command: BenchCommand, global: &Global) -> Result<Value> {
                 }
             };
             let rows = sweep.run(&observer, |r| {
-                eprintln!("{}", json!({ "run": { "target": r.target.kind(), "n": r.n, "seed": r.seed, "rmse": r.rmse, "floor": r.floor, "bar": r.bar, "reached": r.reached, "steps": r.steps, "seconds": r.seconds, "attempts": r.attempts, "backend": r.backend } }));
+                eprintln!("{}", json!({ "run": { "target": r.target.kind(), "n": r.n, "seed": r.seed, "rmse": r.rmse, "floor": r.floor, "floor_source": r.floor_source, "floor_in_trainer_gauge": r.floor_in_trainer_gauge, "bar": r.bar, "reached": r.reached, "steps": r.steps, "seconds": r.seconds, "attempts": r.attempts, "model": r.model, "stages_learned": r.stages_learned, "stages_fixed": r.stages_fixed, "permutations": r.permutations, "backend": r.backend } }));
             })?;
             for r in &rows {
                 eprintln!(

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use learned_fft::backend::{dispatch, local_devices, BackendKind, BackendTask, FftBackend, Precision, Selected};
 use learned_fft::error::{Error, Result};
 use learned_fft::files::write_atomic;
+use learned_fft::nn::PermutationSource;
 use learned_fft::reference::factorizations::model_name;
 use learned_fft::train::checkpoint::{self, Checkpoint, CHECKPOINT_FILE};
 use learned_fft::train::{Observer, TrainConfig, TrainReport, Trainer};
@@ -42,6 +43,10 @@ pub struct Sweep {
     /// Stop each run as soon as it is under the bar (for time-to-bar); otherwise polish until
     /// the loss stalls.
     pub to_bar: bool,
+    /// [`TrainConfig::own_floor`] for every run: in f32 each run's floor, bar and restarts come
+    /// from the model's own f64 solution, and no run consults its target's exact factorization
+    /// (refused with `to_bar`, whose bar must be known before the run).
+    pub own_floor: bool,
     /// Copy seed 0's checkpoint of each size here (none when `first_seed` > 0) and update `manifest.json`.
     pub ship: Option<PathBuf>,
     /// Scratch directory for the runs' checkpoints.
@@ -73,6 +78,18 @@ pub struct SweepRow {
     pub bar: Option<f64>,
     /// The floor.
     pub floor: Option<f64>,
+    /// What the floor measures (the first run's; [`metrics::FloorSource`]).
+    pub floor_source: Option<metrics::FloorSource>,
+    /// The model class trained (the first run's: every run of a size has the same).
+    pub model: String,
+    /// Stages the optimiser learned, over all factors.
+    pub stages_learned: usize,
+    /// Stages fixed to an exact factorization's values, the most over the runs (0: every
+    /// stage of every run learned).
+    pub stages_fixed: usize,
+    /// How each factor's input permutation was obtained, every source a run of the size
+    /// reported (in order of first appearance, first factor first).
+    pub permutations: Vec<PermutationSource>,
     /// Runs.
     pub runs: usize,
     /// Runs under the bar.
@@ -138,10 +155,28 @@ fn median<T: Copy + PartialOrd>(mut v: Vec<T>) -> T {
     v[v.len() / 2]
 }
 
+/// Every permutation source the runs reported, each once, in order of first appearance.
+fn distinct_permutations(reports: &[TrainReport]) -> Vec<PermutationSource> {
+    let mut sources = Vec::new();
+    for p in reports.iter().flat_map(|r| r.permutations.iter().copied()) {
+        if !sources.contains(&p) {
+            sources.push(p);
+        }
+    }
+    sources
+}
+
 impl Sweep {
     /// Runs the sweep; `each` sees every run's report as it finishes (with several devices, a
     /// size's reports once all its runs have finished, in seed order).
     pub fn run(&self, observer: &ObserverFactory, mut each: impl FnMut(&TrainReport)) -> Result<Vec<SweepRow>> {
+        if self.own_floor && self.to_bar {
+            return Err(Error::invalid(
+                "bench train",
+                "--own-floor or --to-bar, not both",
+                "both (an own floor is known only at the end of a run)",
+            ));
+        }
         if self.seeds == 0 || self.sizes.is_empty() || self.targets.is_empty() {
             return Err(Error::invalid(
                 "bench train",
@@ -158,14 +193,19 @@ impl Sweep {
             for i in self.first_seed..self.first_seed + self.seeds {
                 let seed = i as u64 * SEED_STRIDE;
                 let target = target_for(kind, n, seed)?;
-                // The floor on this backend, for the f32 bar and for stopping at it.
-                let floor = floor_on(&target, n, self.backend, self.precision)?;
+                // The floor on this backend, for the f32 bar and for stopping at it (not read
+                // where each run finds its own).
+                let floor = match self.own_floor {
+                    true => None,
+                    false => floor_on(&target, n, self.backend, self.precision)?,
+                };
                 let bar = metrics::bar(self.precision, floor.map(|f| (f, metrics::FloorSource::ExactFactorization)));
                 let dir = self.scratch.join(format!("{kind}-n{n}-{}-{i}", self.precision));
                 let mut config = TrainConfig::new(n)
                     .with_target(target)
                     .with_seed(seed)
                     .with_grow_above(self.grow_above)
+                    .with_own_floor(self.own_floor)
                     .with_checkpoint_dir(Some(dir.display().to_string()))
                     .with_checkpoint_every(1_000_000);
                 if let (true, Some(bar)) = (self.to_bar, bar) {
@@ -205,9 +245,15 @@ impl Sweep {
                 target: kind,
                 n,
                 precision: self.precision,
-                // The same for every seed, except a circulant's, whose kernel changes: the first.
-                bar: bars[0],
+                // The same for every seed, except a circulant's, whose kernel changes, and an
+                // own floor's, found by each run: the first.
+                bar: if self.own_floor { reports[0].bar } else { bars[0] },
                 floor: reports[0].floor,
+                floor_source: reports[0].floor_source,
+                model: reports[0].model.clone(),
+                stages_learned: reports[0].stages_learned,
+                stages_fixed: reports.iter().map(|r| r.stages_fixed).max().unwrap_or(0),
+                permutations: distinct_permutations(&reports),
                 runs: reports.len(),
                 reached: reports.iter().filter(|r| r.reached).count(),
                 rmse_median: median(rmses.clone()),

@@ -313,6 +313,31 @@ fn bench_train_sweeps_targets_as_it_sweeps_sizes() {
     assert_eq!(runs(&resumed), runs(&out), "the resumed sweep reports the finished runs as they ended");
 }
 
+/// `bench train --own-floor` consults no exact factorization: each f32 run's floor is its own f64
+/// solution's rounding, and the rows say what was learned (every stage, the permutation found
+/// from the matrix) and what the floor measures. With `--to-bar`, whose bar must be known
+/// before the run, it is refused naming both.
+#[test]
+fn bench_train_own_floor_reports_its_floor_and_what_was_learned() {
+    let scratch_dir = scratch("sweep-own-floor");
+    let dir = scratch_dir.to_str().unwrap();
+    let args = ["--backend", "ndarray", "bench", "train", "--targets", "dft", "--sizes", "8", "--seeds", "1"];
+    let with = |rest: &[&'static str]| -> Vec<&str> { args.iter().chain(rest).copied().chain([dir]).collect() };
+    let out = run(&with(&["--own-floor", "--scratch"]), &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let rows = last_json(&out)["sweep"].as_array().cloned().unwrap_or_default();
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    let row = &rows[0];
+    assert_eq!(row["floor_source"], "own_f64_solution", "{row}");
+    assert_eq!(row["reached"], 1, "{row}");
+    assert_eq!((&row["model"], &row["stages_fixed"], &row["stages_learned"]), (&"BP".into(), &0.into(), &3.into()));
+    assert_eq!(row["permutations"], serde_json::json!(["identified"]), "{row}");
+    // The bar is the own solution's: 1.05 × its floor, not the exact factorization's.
+    let (bar, floor) = (row["bar"].as_f64().unwrap_or(0.0), row["floor"].as_f64().unwrap_or(0.0));
+    assert!(floor > 0.0 && (bar / floor - learned_fft::metrics::F32_OWN_BAR_OVER_FLOOR).abs() < 1e-12, "{row}");
+    refused(&with(&["--own-floor", "--to-bar", "--scratch"]), &[], &["--own-floor", "--to-bar"]);
+}
+
 /// `bench … --anchor FILE` reads the same run's anchor JSON lines before timing anything: a
 /// missing file, a file without the shape's line, and a line that is not JSON are refused naming
 /// the option; with the shape's line the result carries the ratios, computed from its own
