@@ -45,7 +45,8 @@ pub struct Sweep {
     pub to_bar: bool,
     /// [`TrainConfig::own_floor`] for every run: in f32 each run's floor, bar and restarts come
     /// from the model's own f64 solution, and no run consults its target's exact factorization
-    /// (refused with `to_bar`, whose bar must be known before the run).
+    /// (`to_bar`, whose bar must be known before the run, is then not consulted: the command
+    /// line refuses the two together).
     pub own_floor: bool,
     /// Copy seed 0's checkpoint of each size here (none when `first_seed` > 0) and update `manifest.json`.
     pub ship: Option<PathBuf>,
@@ -170,13 +171,6 @@ impl Sweep {
     /// Runs the sweep; `each` sees every run's report as it finishes (with several devices, a
     /// size's reports once all its runs have finished, in seed order).
     pub fn run(&self, observer: &ObserverFactory, mut each: impl FnMut(&TrainReport)) -> Result<Vec<SweepRow>> {
-        if self.own_floor && self.to_bar {
-            return Err(Error::invalid(
-                "bench train",
-                "--own-floor or --to-bar, not both",
-                "both (an own floor is known only at the end of a run)",
-            ));
-        }
         if self.seeds == 0 || self.sizes.is_empty() || self.targets.is_empty() {
             return Err(Error::invalid(
                 "bench train",
@@ -195,10 +189,7 @@ impl Sweep {
                 let target = target_for(kind, n, seed)?;
                 // The floor on this backend, for the f32 bar and for stopping at it (not read
                 // where each run finds its own).
-                let floor = match self.own_floor {
-                    true => None,
-                    false => floor_on(&target, n, self.backend, self.precision)?,
-                };
+                let floor = if self.own_floor { None } else { floor_on(&target, n, self.backend, self.precision)? };
                 let bar = metrics::bar(self.precision, floor.map(|f| (f, metrics::FloorSource::ExactFactorization)));
                 let dir = self.scratch.join(format!("{kind}-n{n}-{}-{i}", self.precision));
                 let mut config = TrainConfig::new(n)
