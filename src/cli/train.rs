@@ -47,6 +47,10 @@ pub struct TrainArgs {
     /// Do not fix the gauge before the polish phase (train every twiddle).
     #[arg(long)]
     free_gauge: bool,
+    /// In f32, end the polish where Levenberg–Marquardt stalls: no twiddles tried at short
+    /// binary fractions (`TrainConfig::snap`).
+    #[arg(long)]
+    no_snap: bool,
     /// Continue from the checkpoint in --checkpoint-dir.
     #[arg(long)]
     resume: bool,
@@ -73,6 +77,7 @@ impl TrainArgs {
             c.set_field(name, text)?;
         }
         c.fix_gauge = !self.free_gauge;
+        c.snap = !self.no_snap;
         c.validate()?;
         Ok(c)
     }
@@ -157,9 +162,10 @@ fn missed_bar(report: &TrainReport, model: Option<ModelChoice>, real: bool, own_
 }
 
 /// The fields whose flags [`TrainArgs`] declares itself: `--n` (the CLI's default size), `--target`
-/// with `--kernel` (a target and its data), and `--free-gauge` (the name `fix_gauge` had on the
-/// command line before its flag was derived).
-const OWN: [&str; 3] = ["n", "target", "fix_gauge"];
+/// with `--kernel` (a target and its data), `--free-gauge` (the name `fix_gauge` had on the
+/// command line before its flag was derived) and `--no-snap` (a switch turns a field from its
+/// default, and `snap`'s is on).
+const OWN: [&str; 4] = ["n", "target", "fix_gauge", "snap"];
 
 /// A flag `--<name with dashes>` for every other [`TrainConfig`] field with a default: a value
 /// flag, or a switch for a `bool` (given, the field takes the opposite of its default). A flag

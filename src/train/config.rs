@@ -311,6 +311,12 @@ train_config! {
         /// trains every twiddle.
         #[config(default = true)]
         pub fix_gauge: bool,
+        /// In f32, end the gauge-fixed polish by trying each stage's free twiddles rounded to
+        /// short binary fractions, kept where the loss falls, and polishing the rest (see
+        /// [`crate::train::lm::Polish::short_stages`]); off, the polish ends where Levenberg–Marquardt
+        /// stalls. No effect in f64.
+        #[config(default = true)]
+        pub snap: bool,
         /// Stalled polish steps before stopping: each polish stage ends after this many steps in
         /// a row that lower the loss by less than 1 % (the float type's precision is reached).
         #[config(default = 4)]

@@ -24,6 +24,7 @@ use super::objective::{scalar, Complex2, Objective};
 use crate::backend::FftBackend;
 use crate::nn::{product_forward, product_tangent};
 use crate::ops::Permutation;
+use crate::tensors::{float_tensor, to_f64_vec};
 
 /// Twiddles (or a direction in twiddle space) as `(re, im)`, each `[K · log2 n, n/2, 2, 2]`
 /// (K factors stacked).
@@ -59,6 +60,56 @@ impl<B: Backend> Twiddles<B> {
 
 /// A step that lowers the loss by less than this fraction of it counts as stalled.
 pub const STALL_FRACTION: f64 = 1e-2;
+
+/// Significant bits [`Polish::short_stages`] rounds a stage's twiddles to, coarsest first: 4 holds the
+/// values an exactly representable solution takes (0, ±1, ±1/2, ±1/16, …), 20 leaves a grid
+/// 16 f32 ulps apart.
+pub const SNAP_BITS: [u32; 5] = [4, 8, 12, 16, 20];
+
+/// How far, in f32 ulps of its stage's largest modulus, [`Polish::short_stages`] lets each twiddle of a
+/// stage lie from its short fraction. The f32 polish leaves a short solution's twiddles one or
+/// two ulps off (the Hadamard transform at N = 128 and 256); a twiddle that is not short lies
+/// this near the 20-bit grid only by chance (about 9 in 16), so a stage of many is not tried.
+pub const SNAP_ULPS: f64 = 4.0;
+
+/// `x` rounded to `bits` significant bits, or 0 where `|x|` is under `2^-bits` of `top` (its
+/// stage's largest modulus).
+fn short(x: f64, bits: u32, top: f64) -> f64 {
+    if x == 0.0 || x.abs() < top * 2f64.powi(-(bits as i32)) {
+        return 0.0;
+    }
+    let q = 2f64.powi(x.abs().log2().floor() as i32 + 1 - bits as i32);
+    (x / q).round() * q
+}
+
+/// A stage whose free twiddles are short binary fractions to within [`SNAP_ULPS`]
+/// ([`Polish::short_stages`]).
+#[derive(Clone, Debug)]
+pub struct ShortStage {
+    stage: usize,
+    bits: u32,
+    /// The farthest free twiddle from its rounding, in ulps of the stage's largest modulus.
+    farthest: f64,
+    /// The stage's twiddles with the free ones rounded, `[re, im]`.
+    values: [Vec<f64>; 2],
+}
+
+/// What [`Polish::restore`] goes back to.
+#[derive(Clone, Debug)]
+pub struct SavePoint<B: Backend> {
+    theta: Twiddles<B>,
+    mask: Twiddles<B>,
+    loss: f64,
+    log2_lambda: i32,
+    stalled: usize,
+}
+
+impl<B: Backend> SavePoint<B> {
+    /// The loss there.
+    pub fn loss(&self) -> f64 {
+        self.loss
+    }
+}
 
 /// Settings of the polish phase.
 #[derive(Clone, Debug)]
@@ -185,8 +236,123 @@ impl<'a, B: FftBackend> Polish<'a, B> {
         }
     }
 
+    /// The f32 finish's candidates: each stage whose free twiddles all lie within
+    /// [`SNAP_ULPS`] of short binary fractions, at the coarsest of [`SNAP_BITS`] that holds them,
+    /// in order of how short they are (fewest bits, then nearest). The polish phase
+    /// (`polish.rs`) tries runs of them from the first ([`Self::fix_short`]), each followed by a
+    /// polish of the rest, and keeps a run only where that ends below the loss before it.
+    ///
+    /// Why: where a solution's twiddles are short binary fractions (0, ±1, ±1/16), f32 holds
+    /// them exactly and evaluates the layer there exactly, but the f32 polish stops one or two
+    /// ulps off: near a solution its Gauss–Newton steps fit the rounding of the forward as much
+    /// as the error (measured on the Hadamard transform at N = 128: from where the polish
+    /// stalled at rmse 2.42e-9, its step at λ = 2^-40 rose to 2.64e-9). Rounding some stages
+    /// alone raises the loss where the others' errors offset theirs, until those others are
+    /// polished again; and a stage holding one value that is not short (1/√128 there) can lie
+    /// near a 20-bit fraction by chance: hence runs, the likeliest first, each judged after its
+    /// polish. The loss alone decides.
+    pub fn short_stages(&self) -> Vec<ShortStage> {
+        let dims = self.theta.re.dims();
+        let per_stage = dims[1] * dims[2] * dims[3];
+        let host = |t: &Tensor<Inner<B>, 4>| to_f64_vec(t.clone());
+        let theta = [host(&self.theta.re), host(&self.theta.im)];
+        let free = [host(&self.mask.re), host(&self.mask.im)];
+        let mut found: Vec<ShortStage> = (0..dims[0])
+            .filter_map(|s| {
+                let range = s * per_stage..(s + 1) * per_stage;
+                let top = range.clone().map(|i| theta[0][i].hypot(theta[1][i])).fold(0.0, f64::max);
+                let ulp = f64::from((top as f32).next_up()) - f64::from(top as f32);
+                let at = |bits| {
+                    let mut values = [theta[0][range.clone()].to_vec(), theta[1][range.clone()].to_vec()];
+                    let mut farthest: f64 = 0.0;
+                    let mut any_free = false;
+                    for (part, part_values) in values.iter_mut().enumerate() {
+                        for (k, v) in part_values.iter_mut().enumerate() {
+                            if free[part][range.start + k] != 0.0 {
+                                let rounded = short(*v, bits, top);
+                                farthest = farthest.max((rounded - *v).abs() / ulp);
+                                *v = rounded;
+                                any_free = true;
+                            }
+                        }
+                    }
+                    (any_free && farthest <= SNAP_ULPS).then_some(ShortStage { stage: s, bits, farthest, values })
+                };
+                SNAP_BITS.into_iter().find_map(at)
+            })
+            .collect();
+        found.sort_by(|a, b| {
+            (a.bits, a.farthest).partial_cmp(&(b.bits, b.farthest)).unwrap_or(std::cmp::Ordering::Equal)
+        });
+        found
+    }
+
+    /// Sets `stages` to their short values and fixes them (the mask 0 there); returns whether
+    /// any twiddle is still free.
+    pub fn fix_short(&mut self, stages: &[ShortStage]) -> bool {
+        let dims = self.theta.re.dims();
+        let device = self.theta.re.device();
+        let per_stage = dims[1] * dims[2] * dims[3];
+        let host = |t: &Tensor<Inner<B>, 4>| to_f64_vec(t.clone());
+        let mut theta = [host(&self.theta.re), host(&self.theta.im)];
+        let mut free = [host(&self.mask.re), host(&self.mask.im)];
+        for stage in stages {
+            let range = stage.stage * per_stage..(stage.stage + 1) * per_stage;
+            for part in 0..2 {
+                theta[part][range.clone()].copy_from_slice(&stage.values[part]);
+                free[part][range.clone()].fill(0.0);
+            }
+        }
+        let on_device = |v: &[f64]| float_tensor::<Inner<B>, 4>(v.to_vec(), dims, &device);
+        self.theta = Twiddles { re: on_device(&theta[0]), im: on_device(&theta[1]) };
+        self.mask = Twiddles { re: on_device(&free[0]), im: on_device(&free[1]) };
+        self.loss = scalar(self.objective.loss(&self.theta.re, &self.theta.im, self.perms));
+        self.stalled = 0;
+        free.iter().flatten().any(|&m| m != 0.0)
+    }
+
+    /// The twiddles, mask, loss and damping, to go back to ([`Self::restore`]).
+    pub fn save_point(&self) -> SavePoint<Inner<B>> {
+        SavePoint {
+            theta: self.theta.clone(),
+            mask: self.mask.clone(),
+            loss: self.loss,
+            log2_lambda: self.log2_lambda,
+            stalled: self.stalled,
+        }
+    }
+
+    /// Back to `point`.
+    pub fn restore(&mut self, point: SavePoint<Inner<B>>) {
+        self.theta = point.theta;
+        self.mask = point.mask;
+        self.loss = point.loss;
+        self.log2_lambda = point.log2_lambda;
+        self.stalled = point.stalled;
+    }
+
     /// Whether the phase is over: the loss reached `stop_loss`, or it stalled.
     pub fn done(&self, settings: &PolishSettings) -> bool {
         self.loss <= settings.stop_loss || self.stalled >= settings.max_stalled
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::short;
+
+    #[test]
+    fn short_rounds_to_significant_bits_and_drops_what_its_stage_dwarfs() {
+        let below_one = f64::from(1f32 - f32::EPSILON / 2.0);
+        assert_eq!(short(below_one, 20, 1.0), 1.0);
+        assert_eq!(short(-1.000_000_1, 12, 1.0), -1.0);
+        assert_eq!(short(0.062_500_03, 8, 1.0), 0.0625);
+        // 1/√2 is no short fraction: 12 bits move it by more than an f32 ulp.
+        let r = std::f64::consts::FRAC_1_SQRT_2;
+        assert!((short(r, 12, 1.0) - r).abs() > f64::from(f32::EPSILON));
+        assert_eq!(short(6.5e-8, 20, 1.0), 0.0);
+        let kept = short(6.5e-8, 20, 1e-7);
+        assert!(kept != 0.0 && (kept / 6.5e-8 - 1.0).abs() <= 2f64.powi(-20), "{kept}");
+        assert_eq!(short(0.0, 4, 1.0), 0.0);
     }
 }

@@ -6,7 +6,7 @@ use super::gauge::{fix_gauge, gauge_mask};
 use super::lm::{Polish, PolishSettings, Twiddles};
 use super::run::{Run, INITIAL_LOG2_LAMBDA};
 use super::state::Phase;
-use crate::backend::FftBackend;
+use crate::backend::{FftBackend, Precision};
 use crate::error::{Error, Result};
 use crate::tensors::{float_tensor, to_f64_vec};
 
@@ -14,6 +14,11 @@ use crate::tensors::{float_tensor, to_f64_vec};
 /// then (`fix_gauge`) the gauge is fixed and a second stage polishes the free twiddles. A
 /// polish that stalls above the bar restarts the run from new random weights (Adam again)
 /// while restarts remain.
+/// Runs of short stages the f32 finish tries, longest first ([`Polish::short_stages`]): each
+/// costs a polish of the rest (a few Levenberg–Marquardt steps where it gains nothing). On the
+/// Hadamard transform at N = 128 the second run (every stage but the scale's) is the one.
+const SNAP_RUNS: usize = 3;
+
 impl<B: FftBackend> Run<'_, B> {
     /// Runs the polish phase to its end (nothing happens if the run is not in it).
     pub(super) fn polish(&mut self) -> Result<()> {
@@ -73,16 +78,64 @@ impl<B: FftBackend> Run<'_, B> {
         if !polish.loss.is_finite() {
             return Err(Error::Diverged { what: "loss", value: polish.loss, step: self.state.step });
         }
+        self.levenberg_marquardt(&mut polish, settings, false)?;
+        let f32_grid = self.state.gauge_fixed && Precision::of::<B>() == Precision::F32;
+        let room = self.state.attempt_step < self.cfg.polish_iters;
+        if self.cfg.snap && f32_grid && room && polish.loss > settings.stop_loss {
+            self.finish_on_the_grid(&mut polish, settings)?;
+        }
+        self.keep(&polish);
+        Ok((polish.loss <= settings.stop_loss, polish.loss))
+    }
+
+    /// The f32 finish (`TrainConfig::snap`): runs of the stages whose twiddles are short
+    /// fractions to within a few ulps ([`Polish::short_stages`]), the longest first, set to them
+    /// and fixed, and the rest polished again; the first run that ends below the loss before it
+    /// is kept, and where none does the twiddles go back. Setting a run and going back each
+    /// count as one step, recorded, so every record has a step of its own.
+    fn finish_on_the_grid(&mut self, polish: &mut Polish<'_, B>, settings: &PolishSettings) -> Result<()> {
+        let short = polish.short_stages();
+        let before = polish.save_point();
+        for run in (1..=short.len()).rev().take(SNAP_RUNS) {
+            let free = polish.fix_short(&short[..run]);
+            self.state.step += 1;
+            self.state.attempt_step += 1;
+            self.report(polish.loss, None)?;
+            if free {
+                polish.log2_lambda = INITIAL_LOG2_LAMBDA;
+                self.levenberg_marquardt(polish, settings, true)?;
+            }
+            if polish.loss < before.loss() {
+                return Ok(());
+            }
+            polish.restore(before.clone());
+            self.state.step += 1;
+            self.state.attempt_step += 1;
+            self.report(polish.loss, None)?;
+        }
+        Ok(())
+    }
+
+    /// Levenberg–Marquardt steps until the polish is done or `polish_iters` are used up,
+    /// logging and checkpointing as it goes (`logged`: the first step already has its record).
+    fn levenberg_marquardt(
+        &mut self,
+        polish: &mut Polish<'_, B>,
+        settings: &PolishSettings,
+        logged: bool,
+    ) -> Result<()> {
+        let mut first = true;
         loop {
             let done = polish.done(settings) || self.state.attempt_step >= self.cfg.polish_iters;
-            if self.logs(done) {
+            if self.logs(done) && !(first && logged) {
                 self.report(polish.loss, None)?;
             }
+            first = false;
             if done {
                 break;
             }
             if self.checkpoint_due() {
-                self.keep(&polish);
+                self.keep(polish);
                 self.save()?;
             }
             self.stop_if_asked()?;
@@ -90,8 +143,7 @@ impl<B: FftBackend> Run<'_, B> {
             self.state.step += 1;
             self.state.attempt_step += 1;
         }
-        self.keep(&polish);
-        Ok((polish.loss <= settings.stop_loss, polish.loss))
+        Ok(())
     }
 
     /// The layer and the state take the stage's twiddles and damping.

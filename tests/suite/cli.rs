@@ -386,6 +386,7 @@ fn every_train_config_field_has_its_flag() {
     for field in learned_fft::TrainConfig::FIELDS {
         let flag = match field.name {
             "fix_gauge" => "--free-gauge".to_string(),
+            "snap" => "--no-snap".to_string(),
             name => format!("--{}", name.replace('_', "-")),
         };
         assert!(help.contains(&format!("{flag} ")) || help.contains(&format!("{flag}\n")), "{flag} missing: {help}");

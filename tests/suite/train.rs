@@ -183,6 +183,25 @@ fn built_ins_reach_the_rounding_of_their_own_f64_solution_with_own_floor() {
     assert_eq!((r.floor, r.floor_source, r.bar, r.reached), (None, None, None, false), "rmse {:.3e}", r.rmse);
 }
 
+/// The f32 finish (`TrainConfig::snap`): the Hadamard transform's solution in the trainer's
+/// gauge holds 0, ±1 and, in its last stage, ±1/√128, so its floor at N = 128 is the rounding of
+/// that one value. The f32 polish alone stops with some twiddles an ulp or two off (1.6 × the
+/// floor on this seed); tried at short binary fractions, the other stages land on their values
+/// and the polish of the last one reaches its own floor.
+#[test]
+fn the_f32_finish_lands_twiddles_that_are_short_fractions_on_them() {
+    let config = || TrainConfig::new(128).with_target(Target::Hadamard).with_own_floor(true).with_restarts(0);
+    let finished = train(config(), BackendKind::Ndarray, Precision::F32);
+    let stalled = train(config().with_snap(false), BackendKind::Ndarray, Precision::F32);
+    let floor = finished.floor.expect("a solution near");
+    eprintln!(
+        "f32 finish, Hadamard N = 128: {:.4e} without, {:.4e} with, floor {floor:.4e}",
+        stalled.rmse, finished.rmse
+    );
+    assert!(finished.reached && finished.rmse <= finished.bar.unwrap(), "rmse {:.3e} floor {floor:.3e}", finished.rmse);
+    assert!(stalled.rmse > finished.rmse && !stalled.reached, "{:.3e} without the finish", stalled.rmse);
+}
+
 /// The products reach both bars from random init, three seeds at N = 8 and 16.
 #[test]
 fn products_from_random_init_reach_both_bars_candle() {
