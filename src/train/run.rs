@@ -349,7 +349,10 @@ impl<'a, B: FftBackend> Run<'a, B> {
     }
 
     /// Starts attempt `attempt` from new random weights, with a new optimiser and schedule.
+    /// Drawing them is one step, so the new attempt's first record (Adam's loss before its
+    /// first update) never shares a step with the last one's.
     pub fn restart(&mut self, attempt: usize) -> Result<()> {
+        self.state.step += 1;
         self.state.attempt = attempt;
         self.state.attempt_step = 0;
         self.state.phase = Phase::Adam;
