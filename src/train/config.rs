@@ -317,8 +317,11 @@ train_config! {
         /// stalls. No effect in f64.
         #[config(default = true)]
         pub snap: bool,
-        /// Stalled polish steps before stopping: each polish stage ends after this many steps in
-        /// a row that lower the loss by less than 1 % (the float type's precision is reached).
+        /// Stalled polish steps before stopping: each polish stage ends after this many steps
+        /// in a row that lower the loss by less than 1 % (the float type's precision is
+        /// reached). In the stage that ends the polish (gauge-fixed, or the only one) a refused
+        /// step counts only where it no longer moves any twiddle, and then ends it; one that
+        /// moves them only raises the damping.
         #[config(default = 4)]
         pub max_stalled: usize,
         /// Take a built-in target's f32 floor, and so its bar and restarts, from the model's own

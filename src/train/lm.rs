@@ -58,8 +58,18 @@ impl<B: Backend> Twiddles<B> {
     }
 }
 
-/// A step that lowers the loss by less than this fraction of it counts as stalled.
+/// A kept step that lowers the loss by less than this fraction of it counts as stalled.
 pub const STALL_FRACTION: f64 = 1e-2;
+
+/// The largest log2 λ: a step refused there ends the stage, so a polish whose every step is
+/// refused ends too.
+const MAX_LOG2_LAMBDA: i32 = 40;
+
+/// Whether `trial` differs from `theta` anywhere (a change of half an ulp or more somewhere).
+fn moves<B: Backend>(trial: &Twiddles<B>, theta: &Twiddles<B>) -> bool {
+    let change = trial.zip(theta, |a, b| (a - b).abs());
+    scalar(change.re.max() + change.im.max()) != 0.0
+}
 
 /// Significant bits [`Polish::short_stages`] rounds a stage's twiddles to, coarsest first: 4 holds the
 /// values an exactly representable solution takes (0, ±1, ±1/2, ±1/16, …), 20 leaves a grid
@@ -112,7 +122,7 @@ impl<B: Backend> SavePoint<B> {
 }
 
 /// Settings of the polish phase.
-#[derive(Clone, Debug)]
+#[derive(Clone, Copy, Debug)]
 pub struct PolishSettings {
     /// Most CG iterations per step.
     pub cg_iters: usize,
@@ -121,8 +131,13 @@ pub struct PolishSettings {
     /// Stop once the loss (mean squared error) is at or below this.
     pub stop_loss: f64,
     /// Stop after this many steps in a row that lower the loss by less than [`STALL_FRACTION`]
-    /// of itself (the precision of the float type is reached).
+    /// of itself (the precision of the float type is reached); with `patient`, refused steps
+    /// count only where they no longer move any twiddle, and then end the stage.
     pub max_stalled: usize,
+    /// How refused steps count: `patient` in the stage that ends the polish, where only the
+    /// float type should end it; a stage that hands over to another (before the gauge is
+    /// fixed) counts every refused step as stalled.
+    pub patient: bool,
 }
 
 /// State of the polish phase on backend `B` (computations run on its inner backend).
@@ -136,7 +151,8 @@ pub struct Polish<'a, B: FftBackend> {
     pub loss: f64,
     /// log2 of the damping λ.
     pub log2_lambda: i32,
-    /// Steps in a row that lowered the loss by less than [`STALL_FRACTION`].
+    /// Steps in a row that lowered the loss by less than [`STALL_FRACTION`] (see
+    /// [`PolishSettings::patient`]).
     pub stalled: usize,
 }
 
@@ -230,8 +246,16 @@ impl<'a, B: FftBackend> Polish<'a, B> {
             self.log2_lambda = (self.log2_lambda - 2).max(-60);
             StepOutcome::Kept
         } else {
-            self.log2_lambda = (self.log2_lambda + 2).min(40);
-            self.stalled += 1;
+            self.log2_lambda = (self.log2_lambda + 2).min(MAX_LOG2_LAMBDA);
+            // In the last stage a refused step that moved the twiddles says λ was too small,
+            // not that the polish is over: the next, shorter step may be kept. One that no
+            // longer moves them (every change under half an ulp) cannot be bettered by a
+            // larger λ.
+            if !settings.patient {
+                self.stalled += 1;
+            } else if self.log2_lambda == MAX_LOG2_LAMBDA || !moves(&trial, &self.theta) {
+                self.stalled = self.stalled.max(settings.max_stalled);
+            }
             StepOutcome::Refused
         }
     }
@@ -339,7 +363,27 @@ impl<'a, B: FftBackend> Polish<'a, B> {
 
 #[cfg(test)]
 mod tests {
-    use super::short;
+    use burn::tensor::Tensor;
+
+    use super::{moves, short, Twiddles};
+
+    /// The last polish stage ends at a refused step that does not move the twiddles: a step
+    /// under half an ulp of every twiddle rounds back to them, one over half an ulp of one
+    /// twiddle (of either part) moves them.
+    #[test]
+    fn a_step_moves_the_twiddles_only_by_half_an_ulp_or_more() {
+        type B = crate::backend::NdArrayBackend<f32>;
+        let device = Default::default();
+        let part = |v: [f32; 4]| Tensor::<B, 1>::from_floats(v, &device).reshape([1, 1, 2, 2]);
+        let theta = Twiddles { re: part([1.0, 0.5, 0.25, -1.0]), im: part([0.5, -0.25, 1.0, 0.5]) };
+        // The finest f32 spacing by these twiddles is 2^-26 ≈ 1.49e-8 (just under 0.25 in
+        // magnitude, where −0.25 + δ lands): half of it is 7.45e-9.
+        let under = theta.map(|t| t + 5e-9);
+        assert!(!moves(&under, &theta));
+        let one_over = Twiddles { re: theta.re.clone(), im: theta.im.clone() + part([0.0, 0.0, 0.0, 4e-8]) };
+        assert!(moves(&one_over, &theta));
+        assert!(moves(&theta.map(|t| t * 2.0), &theta));
+    }
 
     #[test]
     fn short_rounds_to_significant_bits_and_drops_what_its_stage_dwarfs() {

@@ -30,6 +30,7 @@ impl<B: FftBackend> Run<'_, B> {
             cg_tol: self.cfg.cg_tol,
             stop_loss: self.cfg.stop_rmse.map_or(0.0, |s| s * s),
             max_stalled: self.cfg.max_stalled,
+            patient: false,
         };
         let (stopped, loss) = loop {
             let (stopped, loss) = self.polish_stage(&settings)?;
@@ -59,6 +60,8 @@ impl<B: FftBackend> Run<'_, B> {
     /// it stalls, reaches `stop_loss` or uses up `polish_iters`; the layer takes the result.
     /// Returns whether the loss reached `stop_loss`, and the loss of the twiddles it leaves.
     fn polish_stage(&mut self, settings: &PolishSettings) -> Result<(bool, f64)> {
+        // The stage that ends the polish: gauge-fixed, or the only one.
+        let settings = &PolishSettings { patient: self.state.gauge_fixed || !self.cfg.fix_gauge, ..*settings };
         let theta = self.twiddles();
         let n = self.cfg.n;
         let mask = if self.state.gauge_fixed {

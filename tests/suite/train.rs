@@ -573,7 +573,9 @@ fn product_checkpoint_round_trips_and_exports() {
     assert_eq!(ckpt.factors(), 3, "DCT-II is three factors");
     let product = ButterflyProduct::<NdArrayBackend<f32>>::from_checkpoint(&path, &Default::default()).unwrap();
     assert_eq!(product.permutations(), ckpt.permutations());
-    let rmse = learned_fft::metrics::rmse(&product, &Target::Dct2.matrix(n).unwrap()).unwrap();
+    // The report's metric (basis images against the target, summed in its order): the same
+    // twiddles give the same bits; the dense-matrix metric may round the sum an ulp apart.
+    let rmse = learned_fft::metrics::rmse_to(&product, &Target::Dct2).unwrap();
     assert_eq!(rmse, r.rmse, "eval of the file gives the trained rmse");
     let err = Butterfly::<NdArrayBackend<f32>>::from_checkpoint(&path, &Default::default()).unwrap_err();
     assert!(err.to_string().contains("3 factors"), "{err}");
