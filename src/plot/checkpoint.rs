@@ -102,18 +102,13 @@ pub fn checkpoint_pictures_on<B: ButterflyOps>(
         }
         false => learned,
     };
-    // Data has no matrix: its rmse is the one its pairs estimate, and its picture is against the
-    // matrix fitted to them where they determine one.
+    // The rmse is `eval`'s (and the training report's) to the last bit: the dense matrix's rmse
+    // sums the same errors in another order. Data has no matrix: its rmse is the one its pairs
+    // estimate, and its picture is against the matrix fitted to them where they determine one.
+    pictures.rmse = crate::metrics::rmse_of_model(&layer, &cfg.target, cfg.real_output)?;
     let (target, against) = match &cfg.target {
-        Target::Data(d) => {
-            pictures.rmse = crate::metrics::rmse_of_model(&layer, &cfg.target, cfg.real_output)?;
-            (d.fitted_matrix()?, "the matrix fitted to the data")
-        }
-        t => {
-            let target = t.matrix(n)?;
-            pictures.rmse = learned.rmse(&target)?;
-            (Some(target), "the target T")
-        }
+        Target::Data(d) => (d.fitted_matrix()?, "the matrix fitted to the data"),
+        t => (Some(t.matrix(n)?), "the target T"),
     };
     match target {
         Some(target) => {
