@@ -21,6 +21,13 @@ use crate::tensors::float_tensor;
 pub enum PermutationSource {
     /// Found from the target's matrix ([`crate::reference::identify`]).
     Identified,
+    /// Found from the target's matrix given where the class's later factors may mix rows
+    /// ([`crate::reference::identify::factor_permutation`]): the first permutation of the Hartley,
+    /// DCT-II and DST-II classes, whose pairing M's pattern comes from their exact
+    /// factorization. That pattern is knowledge of the answer's structure, so the report names
+    /// it (`identified_given_pairing`) apart from [`PermutationSource::Identified`].
+    #[serde(rename = "identified_given_pairing")]
+    IdentifiedGivenPairing,
     /// Taken from the target's exact factorization (a per-target table: knowledge of the answer).
     Table,
     /// The identity, as the class sets it: the class B, a later factor of BPBP, a user's matrix
@@ -31,8 +38,10 @@ pub enum PermutationSource {
     /// determine its matrix ([`crate::train::permutation`]).
     Learned,
     /// The half-size member's permutation doubled (a grown run whose class takes no permutation
-    /// from a table: a built-in's one butterfly, a user's operator): found from the matrix at the
-    /// smallest size of the chain, and carried up by the doubling.
+    /// from a table: a built-in's one butterfly, a user's operator, a product chosen with
+    /// `--model`): obtained at the smallest size of the chain as a run of that size obtains it
+    /// (its own report says how: for the Hartley transform in BPBP, given the pairing's
+    /// pattern), and carried up by the doubling.
     Grown,
 }
 
@@ -335,7 +344,7 @@ fn model_class_with(target: &Target, n: usize, dense: Option<&ComplexMatrix>) ->
         )?;
         let perm = factor_permutation(dense, &outer, F64_TOLERANCE)?.ok_or_else(unfound)?;
         permutations[0] = Permutation::gather(perm)?;
-        sources[0] = PermutationSource::Identified;
+        sources[0] = PermutationSource::IdentifiedGivenPairing;
     }
     Ok(ModelClass { permutations, sources, learned, fixed, real: false })
 }

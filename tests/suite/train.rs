@@ -276,6 +276,17 @@ fn a_chosen_model_class_trains_and_one_that_cannot_represent_the_target_misses_i
     assert_eq!(perms(&circulant(8, 0), ModelChoice::Bpbp), vec![Permutation::BitReversal; 2]);
     let class = model_class_for(&Target::Dct2, 8, None, Some(ModelChoice::Bpbp)).unwrap();
     assert!(class.fixed.is_none() && class.learned == vec![true; 6], "{class:?}");
+    // The real transforms' first permutation is found given their pairing's pattern (from the
+    // exact factorization), and the report says so, in their own class and in a chosen one.
+    let hartley = Target::Hartley.matrix(8).unwrap();
+    for choice in [None, Some(ModelChoice::Bpbp)] {
+        let class = model_class_for(&Target::Hartley, 8, Some(&hartley), choice).unwrap();
+        assert_eq!(class.sources[0], PermutationSource::IdentifiedGivenPairing, "{choice:?}");
+    }
+    assert_eq!(
+        serde_json::to_value(PermutationSource::IdentifiedGivenPairing).unwrap(),
+        serde_json::json!("identified_given_pairing")
+    );
     assert!(model_class_for(&Target::Dft, 8, Some(&Target::Dft.matrix(16).unwrap()), None).is_err());
     // Without the matrix a one-butterfly target's permutation is not known (no table is read):
     // the identity, until a grown run brings the half-size layer's; a product keeps its table's.
