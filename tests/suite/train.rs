@@ -1382,6 +1382,32 @@ fn grown_runs_reach_both_bars_candle() {
     }
 }
 
+/// A class chosen with `--model` grows where its permutations double: the Hartley transform as
+/// BPBP (every stage learned) at N = 16 grows from 8, whose first permutation is found given the
+/// pairing's pattern and carried up; the DCT-II's (Makhoul's reordering, then the bit reversal)
+/// does not double, so the same config is refused once its half-size run has found it.
+#[test]
+fn a_chosen_product_grows_where_its_permutations_double() {
+    use learned_fft::nn::ModelChoice;
+    let config =
+        |target| TrainConfig::new(16).with_target(target).with_model(Some(ModelChoice::Bpbp)).with_grow_above(Some(8));
+    let r = train(config(Target::Hartley), BackendKind::Ndarray, Precision::F64);
+    assert_eq!(r.grown_from, Some(8), "{r:?}");
+    assert_bar(&r, Precision::F64);
+    assert_eq!((r.model.as_str(), r.stages_fixed), ("BPBP", 0));
+    assert_eq!(r.permutations, [PermutationSource::Grown; 2]);
+    let half = TrainConfig::new(8).with_target(Target::Hartley).with_model(Some(ModelChoice::Bpbp));
+    let half = train(half, BackendKind::Ndarray, Precision::F64);
+    assert_eq!(half.permutations, [PermutationSource::IdentifiedGivenPairing, PermutationSource::Identity]);
+    let dct = Trainer::new(config(Target::Dct2).with_restarts(0)).expect("valid config");
+    match dct.run(BackendKind::Ndarray, Precision::F64, &mut ()) {
+        Err(e @ Error::InvalidInput { .. }) => {
+            assert!(e.to_string().contains("cannot be grown by doubling"), "{e}")
+        }
+        other => panic!("the DCT-II's first permutation does not double: {other:?}"),
+    }
+}
+
 /// A failed attempt at N doubles its block's trained half-size layer again instead of training
 /// the chain below it anew, and a half-size run makes at most `HALF_REUSE` attempts. With every
 /// attempt failing (one Adam step, one polish step), the circulant at N = 16 grown from 8 from 4
