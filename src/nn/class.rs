@@ -34,14 +34,22 @@ pub enum PermutationSource {
     /// that no permutation makes a butterfly, or a one-factor target whose matrix is not at hand
     /// (above the dense objective's sizes) in a run that does not grow.
     Identity,
-    /// Learned by gradient descent from the target's pairs, where they are too few to
-    /// determine its matrix ([`crate::train::permutation`]).
+    /// Learned by gradient descent ([`crate::train::permutation`]): from the target's pairs,
+    /// where they are too few to determine its matrix, under the real-output map, and as the
+    /// first permutation of a product chosen with `--model` that no generic method finds from
+    /// the matrix (the Hartley transform's, the DCT-II's, the DST-II's, a user's matrix that
+    /// no permutation makes one butterfly).
     Learned,
+    /// Chosen, of the permutations the doubling carries up (the bit reversal, the identity), by
+    /// the fit a product reaches behind each ([`crate::train::permutation::choose_doubling`]):
+    /// the first permutation of a product chosen with `--model` at the bottom of a grown chain
+    /// (where neither fits, the chain is refused); a run at that size alone learns its own
+    /// ([`PermutationSource::Learned`]).
+    Chosen,
     /// The half-size member's permutation doubled (a grown run whose class takes no permutation
     /// from a table: a built-in's one butterfly, a user's operator, a product chosen with
-    /// `--model`): obtained at the smallest size of the chain as a run of that size obtains it
-    /// (its own report says how: for the Hartley transform in BPBP, given the pairing's
-    /// pattern), and carried up by the doubling.
+    /// `--model`): obtained at the smallest size of the chain (its own report says how: for a
+    /// product, [`PermutationSource::Chosen`]), and carried up by the doubling.
     Grown,
 }
 
@@ -146,7 +154,11 @@ impl ModelClass {
 /// - `BP`: one butterfly after the first permutation of the target's own class (found from the
 ///   matrix where it is, see [`model_class`]);
 /// - `BPBP`: that factor, then a second butterfly (no permutation; a circulant keeps its exact
-///   factorization's two).
+///   factorization's two). Where no permutation is found from the matrix without a pattern of
+///   the answer (the Hartley transform's, the DCT-II's, the DST-II's, whose own class's is
+///   found given their pairing's pattern; a user's matrix that no permutation makes one
+///   butterfly), the class holds the identity and the trainer learns the first permutation with
+///   both butterflies behind it ([`crate::train::permutation`]).
 ///
 /// A class that cannot represent the target trains like any other and misses the bar (the
 /// floor is always the target's exact factorization's).
@@ -233,7 +245,13 @@ pub fn model_class_for(
     let first = match dense {
         Some(dense) => {
             let own = model_class_with(target, n, Some(dense))?;
-            (own.permutations[0].clone(), own.sources[0])
+            match own.sources[0] {
+                // Found only given the pairing's pattern, from the exact factorization: a
+                // generic class does not read it (a product's first permutation is learned
+                // instead, see `crate::train`).
+                PermutationSource::IdentifiedGivenPairing => (Permutation::Identity, PermutationSource::Identity),
+                source => (own.permutations[0].clone(), source),
+            }
         }
         // Not known without the matrix (as for the target's own class): the identity.
         None => (Permutation::Identity, PermutationSource::Identity),

@@ -9,7 +9,11 @@
 //! target's matrix ([`crate::reference::identify`]: the bit reversal for the DFT, the identity
 //! for the Hadamard transform, any permutation for a matrix of that class); so does the first
 //! factor of the Hartley transform, DCT-II and DST-II, under its pairing's pattern, while the
-//! circulant keeps the bit reversals of its exact factorization. The first factor starts from
+//! circulant keeps the bit reversals of its exact factorization. A product chosen with `--model`
+//! ([`crate::nn::ModelChoice`]) whose first permutation no generic method finds from the matrix
+//! learns it by gradient descent with the class's own butterflies behind it
+//! ([`permutation::learn_permutation`]; at the bottom of a grown chain, of those the doubling
+//! carries up, [`permutation::choose_doubling`]). The first factor starts from
 //! Haar-random unitary blocks, the others' learned stages near the identity (the circulant's
 //! Haar-random too); Adam's gradients and the polish's steps leave the fixed stages exactly as
 //! they are.

@@ -1,13 +1,18 @@
 //! A factor's input permutation learned by gradient descent, where no matrix says what it is:
-//! Dao et al.'s relaxation ([`RelaxedPermutation`], ICML 2019) trained with a butterfly on the
-//! run's own objective, then hardened.
+//! Dao et al.'s relaxation ([`RelaxedPermutation`], ICML 2019) trained with the class's
+//! butterflies on the run's own objective, then hardened.
 //!
-//! Where the target's matrix is at hand the trainer finds the permutation from it exactly
-//! ([`crate::reference::identify`]); a user's pairs too few to determine the matrix (fewer than
-//! N, where a butterfly needs only about 2 log2 N) have none, and this is how the permutation is
-//! found then. The relaxed layer and a butterfly of random unitary blocks train together with
-//! Adam on the objective, so the loss the permutation descends is the run's own; the hardened
-//! permutation is then scored by the loss a fresh butterfly reaches behind it in a short fit,
+//! Where the target's matrix is at hand the trainer finds a one-butterfly class's permutation
+//! from it exactly ([`crate::reference::identify`]). It learns one where that is not possible:
+//! a user's pairs too few to determine the matrix (fewer than N, where a butterfly needs only
+//! about 2 log2 N), the real-output map (whose real part hides the butterfly's structure), and
+//! the first permutation of a product chosen with `--model` that no generic method finds from
+//! the matrix (the real transforms' in BPBP, measured from N = 8 to 32: behind the bit reversal
+//! or the identity the DCT-II and DST-II stall at N = 16). The relaxed layer and the class's
+//! butterflies (the first behind the relaxed layer, the later ones behind the identity), of
+//! random unitary blocks, train together with Adam on the objective, so the loss the
+//! permutation descends is the run's own; the hardened permutation is then scored by the loss
+//! fresh butterflies reach behind it in a short fit,
 //! and the best of a few seeds is kept (a relaxation can settle on a mixture whose rounding is
 //! not the best permutation, and a wrong choice at a coarse level costs an O(1) loss, so the
 //! scores tell right from wrong by orders of magnitude).
@@ -62,15 +67,49 @@ pub struct LearnedPermutation {
 /// at N = 8 … 32 in f64, measured with the default search; f32 was not measured).
 const SOLVED: f64 = 1e-3;
 
-/// A relaxed permutation, then a butterfly: the model a permutation is learned in.
+/// A relaxed permutation, then the butterflies of the run's class (the first behind the fixed
+/// permutation `after`, the others behind the identity): the model a permutation is learned in.
 #[derive(Module, Debug)]
 struct Relaxed<B: Backend> {
     perm: RelaxedPermutation<B>,
-    butterfly: Butterfly<B>,
+    butterflies: Vec<Butterfly<B>>,
 }
 
-/// The permutation that makes the objective's target a butterfly after it, learned from the
-/// objective alone (its inputs and their images: no matrix): see the module docs.
+/// `factors` butterflies of random unitary blocks (seeds from `seed`), the first behind `first`
+/// and the others behind the identity: a product of the class BPBP… whose later permutations are
+/// the identity.
+fn butterflies<B: FftBackend>(
+    n: usize,
+    factors: usize,
+    first: &Permutation,
+    seed: u64,
+    device: &B::Device,
+) -> Result<Vec<Butterfly<B>>> {
+    (0..factors as u64)
+        .map(|k| {
+            let perm = if k == 0 { first.clone() } else { Permutation::Identity };
+            ButterflyConfig::new(n)
+                .with_init(ButterflyInit::RandomUnitary { seed: seed.wrapping_add(k.wrapping_mul(0x51ed)) })
+                .with_permutation(perm)
+                .init::<B>(device)
+        })
+        .collect()
+}
+
+/// The image of `(re, im)` under `layers`, in order.
+fn through<B: FftBackend>(
+    layers: &[Butterfly<B>],
+    (mut re, mut im): (burn::tensor::Tensor<B, 2>, burn::tensor::Tensor<B, 2>),
+) -> Result<(burn::tensor::Tensor<B, 2>, burn::tensor::Tensor<B, 2>)> {
+    for b in layers {
+        (re, im) = b.forward(re, im)?;
+    }
+    Ok((re, im))
+}
+
+/// The permutation that makes the objective's target a product of `factors` butterflies after
+/// it (the later ones behind the identity), learned from the objective alone (its inputs and
+/// their images: no matrix is read): see the module docs.
 ///
 /// `stop` (the trainer's stop flag, set on SIGTERM and SIGINT) is read at every step: the
 /// search runs before a run's first step, minutes at N = 64, and ends as asked.
@@ -81,23 +120,26 @@ struct Relaxed<B: Backend> {
 /// the layers' construction.
 pub fn learn_permutation<B: FftBackend>(
     objective: &Objective<B>,
+    factors: usize,
     search: &PermutationSearch,
     seed: u64,
     stop: Option<&AtomicBool>,
     device: &B::Device,
 ) -> Result<LearnedPermutation> {
-    if search.seeds == 0 {
-        return Err(Error::invalid("train.learn_permutation", "at least one seed", 0));
+    if search.seeds == 0 || factors == 0 {
+        return Err(Error::invalid(
+            "train.learn_permutation",
+            "at least one seed and one factor",
+            format!("{} seeds, {factors} factors", search.seeds),
+        ));
     }
-    // The rmse of the zero map: the target's own scale.
-    let (re, im) = objective.input();
-    let scale = scalar(objective.mean_square(&objective.residual((re.zeros_like(), im.zeros_like())))).sqrt();
+    let scale = own_scale(objective);
     let mut tried = Vec::with_capacity(search.seeds);
     'seeds: for s in 0..search.seeds as u64 {
         let seed = seed.wrapping_add(s.wrapping_mul(0x9e37_79b9));
         for after in [Permutation::Identity, Permutation::BitReversal] {
-            let perm = relax(objective, search, seed, &after, stop, device)?;
-            let score = fit(objective, &perm, search.score_steps, search.lr, seed, stop, device)?;
+            let perm = relax(objective, factors, search, seed, &after, stop, device)?;
+            let score = fit(objective, factors, &perm, search, seed, stop, device)?;
             tried.push((perm, score));
             if score <= SOLVED * scale {
                 break 'seeds;
@@ -112,10 +154,58 @@ pub fn learn_permutation<B: FftBackend>(
     Ok(LearnedPermutation { permutation, score, tried })
 }
 
-/// One relaxation from `seed` with the butterfly behind `after`, hardened: the relaxed family's
-/// permutation, then `after`, as one gather.
+/// Seeds [`choose_doubling`] fits each candidate from: a fit from random weights can stall
+/// behind the right permutation (a product's attempts do: hence the trainer's restarts), so a
+/// second seed guards a right candidate against one bad start, while a wrong one costs the
+/// chain's bottom a fit per seed before the refusal (4.5 s for the DST-II at N = 8, 9 s for the
+/// DCT-II at 32, f64 on two CPU cores).
+const DOUBLING_SEEDS: usize = 2;
+
+/// At the bottom of a grown chain, the permutation, of those the doubling carries up (the bit
+/// reversal, then the identity), that makes the objective's target a product of `factors`
+/// butterflies after it, chosen by the search's scoring fit (from up to two seeds each);
+/// `None` where neither fits to 1e-3 of the target's scale (the chain is then refused: a
+/// permutation of the run's own would not double). No matrix is read.
+///
+/// # Errors
+/// As [`learn_permutation`].
+pub fn choose_doubling<B: FftBackend>(
+    objective: &Objective<B>,
+    factors: usize,
+    search: &PermutationSearch,
+    seed: u64,
+    stop: Option<&AtomicBool>,
+    device: &B::Device,
+) -> Result<Option<LearnedPermutation>> {
+    if factors == 0 {
+        return Err(Error::invalid("train.choose_doubling", "at least one factor", 0));
+    }
+    let scale = own_scale(objective);
+    let mut tried = Vec::new();
+    for s in 0..DOUBLING_SEEDS as u64 {
+        let seed = seed.wrapping_add(s.wrapping_mul(0x9e37_79b9));
+        for perm in [Permutation::BitReversal, Permutation::Identity] {
+            let score = fit(objective, factors, &perm, search, seed, stop, device)?;
+            tried.push((perm.clone(), score));
+            if score <= SOLVED * scale {
+                return Ok(Some(LearnedPermutation { permutation: perm, score, tried }));
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// The rmse of the zero map: the target's own scale, which [`SOLVED`] is a fraction of.
+fn own_scale<B: FftBackend>(objective: &Objective<B>) -> f64 {
+    let (re, im) = objective.input();
+    scalar(objective.mean_square(&objective.residual((re.zeros_like(), im.zeros_like())))).sqrt()
+}
+
+/// One relaxation from `seed` with the first butterfly behind `after`, hardened: the relaxed
+/// family's permutation, then `after`, as one gather.
 fn relax<B: FftBackend>(
     objective: &Objective<B>,
+    factors: usize,
     search: &PermutationSearch,
     seed: u64,
     after: &Permutation,
@@ -124,23 +214,19 @@ fn relax<B: FftBackend>(
 ) -> Result<Permutation> {
     let n = objective.n();
     let perm = RelaxedPermutationConfig::new(n).with_seed(seed).init::<B>(device)?;
-    let butterfly = ButterflyConfig::new(n)
-        .with_init(ButterflyInit::RandomUnitary { seed })
-        .with_permutation(after.clone())
-        .init::<B>(device)?;
-    let mut model = Relaxed { perm, butterfly };
+    let butterflies = butterflies::<B>(n, factors, after, seed, device)?;
+    let mut model = Relaxed { perm, butterflies };
     let mut optim_b = AdamConfig::new().with_epsilon(1e-8).init::<B, Relaxed<B>>();
     let mut optim_p = AdamConfig::new().with_epsilon(1e-8).init::<B, Relaxed<B>>();
     for step in 0..search.relax_steps {
         stop_if_asked(stop)?;
         let (re, im) = objective.input();
-        let (re, im) = model.perm.forward(re, im)?;
-        let y = model.butterfly.forward(re, im)?;
+        let y = through(&model.butterflies, model.perm.forward(re, im)?)?;
         let loss = objective.mean_square(&objective.residual(y));
         check_finite(scalar(loss.clone()), step)?;
         let mut grads = loss.backward();
         let g_perm = GradientsParams::from_module(&mut grads, &model.perm);
-        let g_bf = GradientsParams::from_module(&mut grads, &model.butterfly);
+        let g_bf = GradientsParams::from_module(&mut grads, &model.butterflies);
         model = optim_b.step(search.lr, model, g_bf);
         model = optim_p.step(search.logit_lr, model, g_perm);
     }
@@ -148,34 +234,33 @@ fn relax<B: FftBackend>(
     Permutation::gather(then.iter().map(|&i| first[i]).collect())
 }
 
-/// The rmse a butterfly of random unitary blocks behind `perm` reaches in `steps` Adam steps.
+/// The rmse `factors` butterflies of random unitary blocks, the first behind `perm`, reach in
+/// the search's scoring fit (`score_steps` Adam steps).
 fn fit<B: FftBackend>(
     objective: &Objective<B>,
+    factors: usize,
     perm: &Permutation,
-    steps: usize,
-    lr: f64,
+    search: &PermutationSearch,
     seed: u64,
     stop: Option<&AtomicBool>,
     device: &B::Device,
 ) -> Result<f64> {
     let n = objective.n();
-    let mut butterfly = ButterflyConfig::new(n)
-        .with_init(ButterflyInit::RandomUnitary { seed: seed ^ 0x5c0e })
-        .with_permutation(perm.clone())
-        .init::<B>(device)?;
-    let mut optim = AdamConfig::new().with_epsilon(1e-8).init::<B, Butterfly<B>>();
+    let mut layers = butterflies::<B>(n, factors, perm, seed ^ 0x5c0e, device)?;
+    let (steps, lr) = (search.score_steps, search.lr);
+    let mut optim = AdamConfig::new().with_epsilon(1e-8).init::<B, Vec<Butterfly<B>>>();
     let mut last = f64::INFINITY;
     for step in 0..=steps {
         stop_if_asked(stop)?;
         let (re, im) = objective.input();
-        let loss = objective.mean_square(&objective.residual(butterfly.forward(re, im)?));
+        let loss = objective.mean_square(&objective.residual(through(&layers, (re, im))?));
         last = scalar(loss.clone());
         check_finite(last, step)?;
         if step == steps {
             break;
         }
-        let grads = GradientsParams::from_grads(loss.backward(), &butterfly);
-        butterfly = optim.step(lr, butterfly, grads);
+        let grads = GradientsParams::from_grads(loss.backward(), &layers);
+        layers = optim.step(lr, layers, grads);
     }
     Ok(last.sqrt())
 }

@@ -33,7 +33,7 @@ use crate::nn::{
 };
 use crate::ops::Permutation;
 use crate::reference::factorizations::factor_count;
-use crate::reference::{ComplexMatrix, Target};
+use crate::reference::{ComplexMatrix, Operator, Target};
 use crate::tensors::float_tensor;
 
 /// The initial log2 of the Levenberg–Marquardt damping.
@@ -58,6 +58,9 @@ pub(super) struct RunOptions<'a, B: FftBackend> {
     /// ([`super::trainer::Trainer`]'s nearest solution): its permutations are the run's, and
     /// none is searched for (a user's few pairs would search again for nothing).
     pub given_start: bool,
+    /// A grown run's half-size run, whose layer the run at 2N doubles: a product's first
+    /// permutation, where it is learned, is one the doubling carries up (see `Run::start`).
+    pub doubled: bool,
 }
 
 /// The f64 solution nearest a layer (polished from it in f64), as this backend evaluates it;
@@ -205,6 +208,13 @@ impl<'a, B: FftBackend> Run<'a, B> {
             }
         };
         let mut class = ModelClass { real: cfg.real, ..class };
+        // A product chosen with `--model` whose first permutation no generic method found from
+        // a matrix (the real transforms': found only given their pairing's pattern, which the
+        // generic class does not read; a user's): learned with the class's own later
+        // butterflies behind it, unless the run grows here (it takes its half-size member's).
+        let grows_here = n > cfg.grow_threshold().max(4);
+        let learns_product = cfg.model == Some(ModelChoice::Bpbp) && class.fixed.is_none() && !cfg.real_output;
+        learn_permutation |= learns_product && !grows_here;
         // The real-output map: the first permutation is learned below, on the real batch.
         let probes = match cfg.real_output {
             true => {
@@ -223,7 +233,7 @@ impl<'a, B: FftBackend> Run<'a, B> {
         let learn_permutation = learn_permutation
             && !options.resume
             && !options.given_start
-            && (class.permutations.len() == 1 || cfg.real_output)
+            && (class.permutations.len() == 1 || cfg.real_output || learns_product)
             && class.sources[0] == PermutationSource::Identity
             && cfg.model != Some(ModelChoice::B);
         // The search's time is the run's. It is read here, before the half-size run of a grown
@@ -232,9 +242,35 @@ impl<'a, B: FftBackend> Run<'a, B> {
         let searched = Instant::now();
         if learn_permutation {
             let search = PermutationSearch::default();
-            let learned = permutation::learn_permutation(&objective, &search, cfg.seed, options.stop, device)?;
+            // Under the real-output map one butterfly, as measured there; otherwise the class's.
+            let factors = if cfg.real_output { 1 } else { class.permutations.len() };
+            // At a grown chain's bottom, one the doubling carries up; where neither fits, the
+            // chain is refused here, before its bottom trains (a permutation of its own would
+            // not double, and the run at 2N could not grow from it).
+            let (learned, source) = match learns_product && options.doubled {
+                true => match permutation::choose_doubling(&objective, factors, &search, cfg.seed, options.stop, device)? {
+                    Some(chosen) => (chosen, PermutationSource::Chosen),
+                    None => {
+                        return Err(Error::invalid(
+                            "train.grow",
+                            format!(
+                                "a first permutation at N = {n} that the doubling carries up (the bit reversal or the identity), to grow {}",
+                                cfg.target.name()
+                            ),
+                            format!(
+                                "neither, by the search's scoring fit of {factors} butterflies behind each: this family cannot be grown by doubling; train it at N = {} without grow_above",
+                                2 * n
+                            ),
+                        ))
+                    }
+                },
+                false => (
+                    permutation::learn_permutation(&objective, factors, &search, cfg.seed, options.stop, device)?,
+                    PermutationSource::Learned,
+                ),
+            };
             class.permutations[0] = learned.permutation;
-            class.sources[0] = PermutationSource::Learned;
+            class.sources[0] = source;
         }
         let search_seconds = searched.elapsed().as_secs_f64();
         // The exact factorization's floor, or none yet where the floor is found at each
@@ -267,14 +303,19 @@ impl<'a, B: FftBackend> Run<'a, B> {
                 (layer, new_optim::<B>(), state, Vec::new())
             }
         };
-        let learns = matches!(cfg.target, Target::Data(_)) || cfg.real_output;
+        let learns = matches!(cfg.target, Target::Data(_)) || cfg.real_output || learns_product;
         if options.resume && learns && class.permutations.len() == layer.len() {
             let perms = layer.permutations();
             for (k, p) in perms.into_iter().enumerate() {
-                if class.permutations[k] != p {
-                    class.permutations[k] = p;
+                // A chain's bottom chose its first among those the doubling carries up, the
+                // identity included (which the class holds already).
+                let doubles = matches!(p, Permutation::BitReversal | Permutation::Identity);
+                if k == 0 && learns_product && options.doubled && doubles {
+                    class.sources[0] = PermutationSource::Chosen;
+                } else if class.permutations[k] != p {
                     class.sources[k] = PermutationSource::Learned;
                 }
+                class.permutations[k] = p;
             }
         }
         // A run grown from its half-size member keeps that member's permutations, doubled: at

@@ -112,6 +112,8 @@ pub struct Trainer {
     config: TrainConfig,
     resume: bool,
     stop: Option<Arc<AtomicBool>>,
+    /// A grown run's half-size run: a run at 2N doubles its layer.
+    half: bool,
 }
 
 impl Trainer {
@@ -122,7 +124,7 @@ impl Trainer {
     /// ([`TrainConfig::validate`]).
     pub fn new(config: TrainConfig) -> Result<Self> {
         config.validate()?;
-        Ok(Trainer { config, resume: false, stop: None })
+        Ok(Trainer { config, resume: false, stop: None, half: false })
     }
 
     /// Continue from `<checkpoint_dir>/checkpoint.lfft` (optimiser state and step counter
@@ -194,8 +196,14 @@ impl Trainer {
         let cfg = &self.config;
         let refines = Precision::of::<B>() == Precision::F32 && (cfg.own_floor || cfg.target.is_users());
         let refine: Option<&Refine<'_, B>> = if refines { Some(&nearest) } else { None };
-        let options =
-            RunOptions { resume: self.resume, stop: self.stop.as_deref(), grow: &grow, refine, given_start: false };
+        let options = RunOptions {
+            resume: self.resume,
+            stop: self.stop.as_deref(),
+            grow: &grow,
+            refine,
+            given_start: false,
+            doubled: self.half,
+        };
         to_the_end(&self.config, options, device, selected, observer)
     }
 
@@ -225,7 +233,7 @@ impl Trainer {
             own_floor: false,
             ..self.config.clone()
         };
-        let trainer = Trainer { config, resume: false, stop: self.stop.clone() };
+        let trainer = Trainer { config, resume: false, stop: self.stop.clone(), half: false };
         let (kind, on) = match selected.kind {
             BackendKind::Wgpu => (BackendKind::Ndarray, None),
             kind => (kind, Some(device.to_id())),
@@ -253,8 +261,14 @@ impl Trainer {
         let grow = |_: usize, _: &mut dyn Observer| {
             Ok(start.borrow_mut().take().map(|layer| Grown { layer, aligned: true, from_n: n, steps: 0, seconds: 0.0 }))
         };
-        let options =
-            RunOptions { resume: false, stop: self.stop.as_deref(), grow: &grow, refine: None, given_start: true };
+        let options = RunOptions {
+            resume: false,
+            stop: self.stop.as_deref(),
+            grow: &grow,
+            refine: None,
+            given_start: true,
+            doubled: false,
+        };
         to_the_end(&self.config, options, device, selected, observer)
     }
 
@@ -373,7 +387,7 @@ impl Trainer {
         // A resumed run resumes (or reads back, when it finished) the half-size run it stopped
         // in or needs again; a new run trains it anew.
         let resume = self.resume && dir.as_deref().is_some_and(checkpoint::resumable);
-        let trainer = Trainer { config: half, resume, stop: self.stop.clone() };
+        let trainer = Trainer { config: half, resume, stop: self.stop.clone(), half: true };
         let (layer, report) = trainer.run_on::<B>(device, selected, observer)?;
         Ok(Half { attempt, layer, steps: report.steps, seconds: report.seconds })
     }
