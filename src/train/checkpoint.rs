@@ -33,7 +33,7 @@ use super::state::TrainState;
 use crate::backend::Precision;
 use crate::error::{Error, Result};
 use crate::files::write_atomic;
-use crate::nn::{Butterfly, ButterflyConfig, ButterflyInit, ButterflyProduct, ButterflyProductConfig};
+use crate::nn::{Butterfly, ButterflyConfig, ButterflyInit, ButterflyProduct, ButterflyProductConfig, ModelChoice};
 use crate::ops::{AdamOps, Permutation};
 use crate::reference::Target;
 use crate::tensors::float_tensor;
@@ -524,5 +524,54 @@ impl<B: Backend> ButterflyProduct<B> {
     /// corrupt or not a checkpoint.
     pub fn from_checkpoint(path: impl AsRef<Path>, device: &B::Device) -> Result<Self> {
         Checkpoint::read(path)?.product(device)
+    }
+}
+
+impl Checkpoint {
+    /// A resumed run must train the same shapes on the same problem, in the same float type.
+    pub(super) fn check_compatible(&self, new: &TrainConfig, precision: Precision) -> Result<()> {
+        let op = "train.resume";
+        let saved = &self.config;
+        if saved.n != new.n {
+            return Err(Error::invalid(op, format!("n = {} as in the checkpoint", saved.n), format!("n = {}", new.n)));
+        }
+        if saved.target != new.target {
+            return Err(Error::invalid(
+                op,
+                format!("target {:?} as in the checkpoint", saved.target),
+                format!("{:?}", new.target),
+            ));
+        }
+        if self.precision != precision {
+            return Err(Error::invalid(op, format!("precision {} as in the checkpoint", self.precision), precision));
+        }
+        if saved.model != new.model {
+            let name = |m: Option<ModelChoice>| m.map_or("the target's own", |m| m.name());
+            return Err(Error::invalid(
+                op,
+                format!("the checkpoint's model class ({})", name(saved.model)),
+                format!("model class {}", name(new.model)),
+            ));
+        }
+        if saved.real != new.real {
+            let name = |real: bool| if real { "real" } else { "complex" };
+            return Err(Error::invalid(
+                op,
+                format!("{} butterflies as in the checkpoint", name(saved.real)),
+                name(new.real),
+            ));
+        }
+        if saved.real_output != new.real_output {
+            let name = |on: bool| if on { "the real-output map" } else { "the whole output" };
+            return Err(Error::invalid(
+                op,
+                format!("{} as in the checkpoint", name(saved.real_output)),
+                name(new.real_output),
+            ));
+        }
+        if saved.seed != new.seed {
+            return Err(Error::invalid(op, format!("seed {} as in the checkpoint", saved.seed), new.seed));
+        }
+        Ok(())
     }
 }

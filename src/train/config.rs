@@ -392,6 +392,13 @@ impl TrainConfig {
         self.grow_above.unwrap_or_else(|| grow_above_default(&self.target))
     }
 
+    /// Whether the run at size `n` of this config's chain starts from its member of half the
+    /// size: above [`TrainConfig::grow_threshold`], and never at N = 4 (N/2 = 2, where the bit
+    /// reversal is the identity, so N = 4 starts from random weights).
+    pub fn grows_at(&self, n: usize) -> bool {
+        n > self.grow_threshold().max(4)
+    }
+
     /// Checks the configuration; returns log2 N.
     pub fn validate(&self) -> Result<usize> {
         let log_n = check_power_of_two("train", self.n)?;
@@ -482,7 +489,7 @@ impl TrainConfig {
                             },
                         ));
                     }
-                    if n <= self.grow_threshold().max(4) {
+                    if !self.grows_at(n) {
                         break;
                     }
                     n /= 2;

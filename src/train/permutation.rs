@@ -23,11 +23,15 @@ use burn::module::Module;
 use burn::optim::{AdamConfig, GradientsParams, Optimizer};
 use burn::tensor::backend::Backend;
 
+use super::config::TrainConfig;
 use super::objective::{scalar, Objective};
 use crate::backend::FftBackend;
 use crate::error::{Error, Result};
-use crate::nn::{Butterfly, ButterflyConfig, ButterflyInit, RelaxedPermutation, RelaxedPermutationConfig};
+use crate::nn::{
+    Butterfly, ButterflyConfig, ButterflyInit, PermutationSource, RelaxedPermutation, RelaxedPermutationConfig,
+};
 use crate::ops::Permutation;
+use crate::reference::Operator;
 
 /// How the permutation is searched for ([`learn_permutation`]).
 #[derive(Clone, Debug, PartialEq)]
@@ -263,6 +267,45 @@ fn fit<B: FftBackend>(
         layers = optim.step(lr, layers, grads);
     }
     Ok(last.sqrt())
+}
+
+/// A run's first permutation, where it is learned ([`super::run::Run::start`] says when):
+/// learned from the objective ([`learn_permutation`], [`PermutationSource::Learned`]), or at the
+/// bottom of a grown chain (`doubles`) one the doubling carries up ([`choose_doubling`],
+/// [`PermutationSource::Chosen`]).
+///
+/// # Errors
+/// Those of [`learn_permutation`]; at a chain's bottom, [`Error::InvalidInput`] (`train.grow`)
+/// where neither doubling permutation fits: the chain is refused here, before its bottom trains
+/// (a permutation of the run's own would not double, and the run at 2N could not grow from it).
+pub(super) fn first_permutation<B: FftBackend>(
+    cfg: &TrainConfig,
+    objective: &Objective<B>,
+    factors: usize,
+    doubles: bool,
+    stop: Option<&AtomicBool>,
+    device: &B::Device,
+) -> Result<(Permutation, PermutationSource)> {
+    let search = PermutationSearch::default();
+    if !doubles {
+        let learned = learn_permutation(objective, factors, &search, cfg.seed, stop, device)?;
+        return Ok((learned.permutation, PermutationSource::Learned));
+    }
+    match choose_doubling(objective, factors, &search, cfg.seed, stop, device)? {
+        Some(chosen) => Ok((chosen.permutation, PermutationSource::Chosen)),
+        None => Err(Error::invalid(
+            "train.grow",
+            format!(
+                "a first permutation at N = {} that the doubling carries up (the bit reversal or the identity), to grow {}",
+                cfg.n,
+                cfg.target.name()
+            ),
+            format!(
+                "neither, by the search's scoring fit of {factors} butterflies behind each: this family cannot be grown by doubling; train it at N = {} without grow_above",
+                2 * cfg.n
+            ),
+        )),
+    }
 }
 
 /// [`Error::Interrupted`] at step 0 with nothing saved once `stop` is set: the search comes

@@ -20,7 +20,7 @@ use super::logging::TensorBoard;
 use super::objective::{self, scalar, Objective, Probes};
 use super::observer::{Observer, Progress};
 use super::optimizer::FusedAdam;
-use super::permutation::{self, PermutationSearch};
+use super::permutation;
 use super::state::{Phase, TrainState};
 use crate::backend::{FftBackend, Precision};
 use crate::error::{Error, Result};
@@ -33,7 +33,7 @@ use crate::nn::{
 };
 use crate::ops::Permutation;
 use crate::reference::factorizations::factor_count;
-use crate::reference::{ComplexMatrix, Operator, Target};
+use crate::reference::{ComplexMatrix, Target};
 use crate::tensors::float_tensor;
 
 /// The initial log2 of the Levenberg–Marquardt damping.
@@ -208,11 +208,16 @@ impl<'a, B: FftBackend> Run<'a, B> {
             }
         };
         let mut class = ModelClass { real: cfg.real, ..class };
+        // One trainer per checkpoint directory: taken once the user's inputs are read (a bad file
+        // leaves no directory behind) and before anything that takes time, the permutation
+        // search included (a second process on the directory is refused at once, not minutes
+        // later), and before the checkpoint is read.
+        let lock = cfg.checkpoint_dir.as_ref().map(|d| DirLock::acquire(Path::new(d))).transpose()?;
         // A product chosen with `--model` whose first permutation no generic method found from
         // a matrix (the real transforms': found only given their pairing's pattern, which the
         // generic class does not read; a user's): learned with the class's own later
         // butterflies behind it, unless the run grows here (it takes its half-size member's).
-        let grows_here = n > cfg.grow_threshold().max(4);
+        let grows_here = cfg.grows_at(n);
         let learns_product = cfg.model == Some(ModelChoice::Bpbp) && class.fixed.is_none() && !cfg.real_output;
         learn_permutation |= learns_product && !grows_here;
         // The real-output map: the first permutation is learned below, on the real batch.
@@ -241,35 +246,12 @@ impl<'a, B: FftBackend> Run<'a, B> {
         // search's too made a chain to N = 65536 report 557 s for 459 s of wall time.
         let searched = Instant::now();
         if learn_permutation {
-            let search = PermutationSearch::default();
             // Under the real-output map one butterfly, as measured there; otherwise the class's.
             let factors = if cfg.real_output { 1 } else { class.permutations.len() };
-            // At a grown chain's bottom, one the doubling carries up; where neither fits, the
-            // chain is refused here, before its bottom trains (a permutation of its own would
-            // not double, and the run at 2N could not grow from it).
-            let (learned, source) = match learns_product && options.doubled {
-                true => match permutation::choose_doubling(&objective, factors, &search, cfg.seed, options.stop, device)? {
-                    Some(chosen) => (chosen, PermutationSource::Chosen),
-                    None => {
-                        return Err(Error::invalid(
-                            "train.grow",
-                            format!(
-                                "a first permutation at N = {n} that the doubling carries up (the bit reversal or the identity), to grow {}",
-                                cfg.target.name()
-                            ),
-                            format!(
-                                "neither, by the search's scoring fit of {factors} butterflies behind each: this family cannot be grown by doubling; train it at N = {} without grow_above",
-                                2 * n
-                            ),
-                        ))
-                    }
-                },
-                false => (
-                    permutation::learn_permutation(&objective, factors, &search, cfg.seed, options.stop, device)?,
-                    PermutationSource::Learned,
-                ),
-            };
-            class.permutations[0] = learned.permutation;
+            let doubles = learns_product && options.doubled;
+            let (learned, source) =
+                permutation::first_permutation(cfg, &objective, factors, doubles, options.stop, device)?;
+            class.permutations[0] = learned;
             class.sources[0] = source;
         }
         let search_seconds = searched.elapsed().as_secs_f64();
@@ -281,8 +263,6 @@ impl<'a, B: FftBackend> Run<'a, B> {
         };
         let floor_device = solution.map(|s| floor_of(&inner_objective, &s));
         let ckpt_path = checkpoint::running_path(cfg);
-        // One trainer per checkpoint directory, from before the checkpoint is read.
-        let lock = cfg.checkpoint_dir.as_ref().map(|d| DirLock::acquire(Path::new(d))).transpose()?;
         let (layer, optim, mut state, history) = match (&ckpt_path, options.resume) {
             // A grown run stopped while its first half-size run trained has only that run's
             // checkpoint: it starts again, and the half-size run resumes.
@@ -682,58 +662,11 @@ fn resume<B: FftBackend>(path: &Path, cfg: &TrainConfig, device: &B::Device) -> 
         ));
     }
     let ckpt = Checkpoint::read(path)?;
-    check_compatible(&ckpt, cfg, Precision::of::<B>())?;
+    ckpt.check_compatible(cfg, Precision::of::<B>())?;
     let layer = ckpt.product::<B>(device)?;
     let mut optim = new_optim::<B>();
     if let Some(state) = ckpt.adam_state::<B>(device)? {
         optim = optim.load_record(state.into_iter().collect());
     }
     Ok((layer, optim, ckpt.state, ckpt.history))
-}
-
-/// A resumed run must train the same shapes on the same problem, in the same float type.
-fn check_compatible(ckpt: &Checkpoint, new: &TrainConfig, precision: Precision) -> Result<()> {
-    let op = "train.resume";
-    let saved = &ckpt.config;
-    if saved.n != new.n {
-        return Err(Error::invalid(op, format!("n = {} as in the checkpoint", saved.n), format!("n = {}", new.n)));
-    }
-    if saved.target != new.target {
-        return Err(Error::invalid(
-            op,
-            format!("target {:?} as in the checkpoint", saved.target),
-            format!("{:?}", new.target),
-        ));
-    }
-    if ckpt.precision != precision {
-        return Err(Error::invalid(op, format!("precision {} as in the checkpoint", ckpt.precision), precision));
-    }
-    if saved.model != new.model {
-        let name = |m: Option<ModelChoice>| m.map_or("the target's own", |m| m.name());
-        return Err(Error::invalid(
-            op,
-            format!("the checkpoint's model class ({})", name(saved.model)),
-            format!("model class {}", name(new.model)),
-        ));
-    }
-    if saved.real != new.real {
-        let name = |real: bool| if real { "real" } else { "complex" };
-        return Err(Error::invalid(
-            op,
-            format!("{} butterflies as in the checkpoint", name(saved.real)),
-            name(new.real),
-        ));
-    }
-    if saved.real_output != new.real_output {
-        let name = |on: bool| if on { "the real-output map" } else { "the whole output" };
-        return Err(Error::invalid(
-            op,
-            format!("{} as in the checkpoint", name(saved.real_output)),
-            name(new.real_output),
-        ));
-    }
-    if saved.seed != new.seed {
-        return Err(Error::invalid(op, format!("seed {} as in the checkpoint", saved.seed), new.seed));
-    }
-    Ok(())
 }

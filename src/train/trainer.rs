@@ -291,10 +291,9 @@ impl Trainer {
         observer: &mut dyn Observer,
     ) -> Result<Option<Grown<B>>> {
         let cfg = &self.config;
-        // N/2 = 2, where the bit reversal is the identity: N = 4 starts from random weights.
         // Under the real-output map only one butterfly grows: a permutation learned at each
         // size does not double.
-        if cfg.n <= cfg.grow_threshold().max(4) || cfg.learns_real_output_permutation() {
+        if !cfg.grows_at(cfg.n) || cfg.learns_real_output_permutation() {
             return Ok(None);
         }
         let class = model_class_for(&cfg.target, cfg.n, None, cfg.model)?;

@@ -473,6 +473,35 @@ fn a_stop_during_the_permutation_search_ends_the_run_before_anything_is_written(
     assert!(!dir.join("checkpoint.lfft").exists(), "a checkpoint was written");
 }
 
+/// A second trainer on a checkpoint directory another holds is refused before it searches a
+/// permutation (a search is minutes at N = 64): with the directory held and the stop flag
+/// already set, the run ends on the lock, not in the search; released, the same run reaches the
+/// search and stops there. The lock was once taken after the search.
+#[test]
+fn a_held_checkpoint_directory_is_refused_before_the_permutation_search() {
+    use std::sync::atomic::AtomicBool;
+    use std::sync::Arc;
+    let dir = scratch("held-before-search");
+    let config = TrainConfig::new(8)
+        .with_target(Target::Dct2)
+        .with_model(Some(learned_fft::nn::ModelChoice::Bpbp))
+        .with_checkpoint_dir(Some(dir.display().to_string()));
+    let stop = Arc::new(AtomicBool::new(true));
+    let held = learned_fft::train::DirLock::acquire(&dir).expect("the lock");
+    let r = Trainer::new(config.clone()).unwrap().with_stop_flag(stop.clone()).run(
+        BackendKind::Ndarray,
+        Precision::F64,
+        &mut (),
+    );
+    match r {
+        Err(e @ Error::Busy { .. }) => assert!(e.to_string().contains(&std::process::id().to_string()), "{e}"),
+        other => panic!("a held directory: {other:?}"),
+    }
+    drop(held);
+    let r = Trainer::new(config).unwrap().with_stop_flag(stop).run(BackendKind::Ndarray, Precision::F64, &mut ());
+    assert!(matches!(r, Err(Error::Interrupted { step: 0, checkpoint: None })), "released: {r:?}");
+}
+
 /// A real-output checkpoint records the map, and measured as `eval` does
 /// (`metrics::rmse_of_model`) gives the report's rmse through the map only: the layer's
 /// imaginary part is free, so M itself is not the target.
