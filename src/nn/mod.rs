@@ -17,7 +17,7 @@ pub use butterfly::{exact_fft, Butterfly, ButterflyConfig, ButterflyInit};
 pub use class::{model_class, model_class_for, model_class_of_size, ModelChoice, ModelClass, PermutationSource};
 pub use conv::{ConvOutput, FftConv1d, FftConv1dConfig, FftSource};
 pub use linear::{ButterflyLinear, ButterflyLinearConfig, ButterflyLinearInit};
-pub use permutation::{RelaxedPermutation, RelaxedPermutationConfig};
+pub use permutation::{family_member, RelaxedPermutation, RelaxedPermutationConfig};
 pub use product::{
     exact_product, product_forward, product_tangent, ButterflyProduct, ButterflyProductConfig, LinearTransform,
 };

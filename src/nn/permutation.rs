@@ -157,27 +157,42 @@ impl<B: Backend> RelaxedPermutation<B> {
     /// as a gather for a [`crate::nn::Butterfly`]: at saturated logits the relaxed layer equals
     /// it.
     pub fn harden(&self) -> Permutation {
-        let logits = to_f64_vec(self.logits.val());
-        let n = self.n;
-        let mut indices: Vec<usize> = (0..n).collect();
-        for level in 0..levels(n) {
-            let b = n >> level;
-            let take = |c: usize| logits[level * 3 + c] > 0.0;
-            for block in indices.chunks_mut(b) {
-                if take(0) {
-                    let separated: Vec<usize> =
-                        block.iter().step_by(2).chain(block.iter().skip(1).step_by(2)).copied().collect();
-                    block.copy_from_slice(&separated);
-                }
-                let (lo, hi) = block.split_at_mut(b / 2);
-                if take(1) {
-                    lo.reverse();
-                }
-                if take(2) {
-                    hi.reverse();
-                }
+        let choices: Vec<bool> = to_f64_vec(self.logits.val()).iter().map(|&l| l > 0.0).collect();
+        family_member(self.n, &choices).expect("the layer's logits are its levels' choices")
+    }
+}
+
+/// The member of the family (see the module docs) of these choices, `3 · (log2 N − 1)` of
+/// them, level by level: separate evens from odds, reverse the first half, reverse the second
+/// half. [`RelaxedPermutation::harden`] takes each logit's sign.
+///
+/// # Errors
+/// [`Error::InvalidInput`] when N is not a power of two ≥ 2 or the choices are not
+/// `3 · (log2 N − 1)`.
+pub fn family_member(n: usize, choices: &[bool]) -> Result<Permutation> {
+    let op = "relaxed_permutation.family_member";
+    check_power_of_two(op, n)?;
+    if choices.len() != levels(n) * 3 {
+        return Err(Error::invalid(op, format!("{} choices for N = {n}", levels(n) * 3), choices.len()));
+    }
+    let mut indices: Vec<usize> = (0..n).collect();
+    for level in 0..levels(n) {
+        let b = n >> level;
+        let take = |c: usize| choices[level * 3 + c];
+        for block in indices.chunks_mut(b) {
+            if take(0) {
+                let separated: Vec<usize> =
+                    block.iter().step_by(2).chain(block.iter().skip(1).step_by(2)).copied().collect();
+                block.copy_from_slice(&separated);
+            }
+            let (lo, hi) = block.split_at_mut(b / 2);
+            if take(1) {
+                lo.reverse();
+            }
+            if take(2) {
+                hi.reverse();
             }
         }
-        Permutation::gather(indices).expect("the hard choices permute 0..N")
     }
+    Permutation::gather(indices)
 }

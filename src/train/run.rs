@@ -232,15 +232,16 @@ impl<'a, B: FftBackend> Run<'a, B> {
         let inner_objective =
             Objective::<B::InnerBackend>::from_probes(&probes, device).with_real_output(cfg.real_output);
         drop(probes);
-        // Pairs too few to determine the matrix, or the real-output map (whose real part does not
-        // show a butterfly's structure): the first permutation is learned by gradient descent
-        // (a resumed run takes its layer's).
-        let learn_permutation = learn_permutation
-            && !options.resume
+        // Pairs too few to determine the matrix, the real-output map (whose real part does not
+        // show a butterfly's structure), a product whose first permutation the matrix does not
+        // give: a fresh run searches for the first permutation (`searched_first`); a resumed run
+        // takes its layer's.
+        let searched_first = learn_permutation
             && !options.given_start
             && (class.permutations.len() == 1 || cfg.real_output || learns_product)
             && class.sources[0] == PermutationSource::Identity
             && cfg.model != Some(ModelChoice::B);
+        let learn_permutation = searched_first && !options.resume;
         // The search's time is the run's. It is read here, before the half-size run of a grown
         // start: that run's seconds come with it (`Grown::seconds`), and counting them in the
         // search's too made a chain to N = 65536 report 557 s for 459 s of wall time.
@@ -285,6 +286,8 @@ impl<'a, B: FftBackend> Run<'a, B> {
         };
         let learns = matches!(cfg.target, Target::Data(_)) || cfg.real_output || learns_product;
         if options.resume && learns && class.permutations.len() == layer.len() {
+            // A searched first permutation is learned even where it is the class's start (the
+            // search can find the identity itself).
             let perms = layer.permutations();
             for (k, p) in perms.into_iter().enumerate() {
                 // A chain's bottom chose its first among those the doubling carries up, the
@@ -292,7 +295,7 @@ impl<'a, B: FftBackend> Run<'a, B> {
                 let doubles = matches!(p, Permutation::BitReversal | Permutation::Identity);
                 if k == 0 && learns_product && options.doubled && doubles {
                     class.sources[0] = PermutationSource::Chosen;
-                } else if class.permutations[k] != p {
+                } else if (k == 0 && searched_first) || class.permutations[k] != p {
                     class.sources[k] = PermutationSource::Learned;
                 }
                 class.permutations[k] = p;

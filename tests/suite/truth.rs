@@ -5,7 +5,8 @@ use std::f64::consts::PI;
 use learned_fft::nn::model_class;
 use learned_fft::reference::growth::eigen_doubled;
 use learned_fft::reference::identify::{
-    butterfly_permutation, butterfly_twiddles, factor_permutation, is_butterfly, F64_TOLERANCE,
+    butterfly_permutation, butterfly_representative, butterfly_twiddles, factor_permutation, is_butterfly,
+    F64_TOLERANCE,
 };
 use learned_fft::reference::{butterfly, dft, factorizations, ComplexMatrix, FftNorm, Target};
 use learned_fft::{ButterflyInit, Permutation};
@@ -233,24 +234,6 @@ fn bit_reversal_is_an_involution() {
     }
 }
 
-/// The representative [`butterfly_permutation`] returns among the permutations that make
-/// `B · P` a butterfly: at every level the half holding the smaller index first, each half
-/// ordered the same way (exchanging the halves of a level keeps a butterfly a butterfly).
-fn canonical(p: &[usize]) -> Vec<usize> {
-    if p.len() <= 2 {
-        let mut v = p.to_vec();
-        v.sort_unstable();
-        return v;
-    }
-    let (a, b) = p.split_at(p.len() / 2);
-    let (a, b) = (canonical(a), canonical(b));
-    if a.iter().min() < b.iter().min() {
-        [a, b].concat()
-    } else {
-        [b, a].concat()
-    }
-}
-
 /// A random butterfly after a random permutation: the search recovers the permutation (as its
 /// representative), and finds none once one entry is changed.
 #[test]
@@ -261,7 +244,7 @@ fn identification_recovers_the_permutation_of_a_random_butterfly() {
             let p0 = shuffled(n, 100 + seed);
             let t = butterfly::matrix(&re, &im, n, &p0).unwrap();
             let found = butterfly_permutation(&t, F64_TOLERANCE).unwrap();
-            assert_eq!(found, Some(canonical(&p0)), "n={n} seed={seed}");
+            assert_eq!(found, Some(butterfly_representative(&p0)), "n={n} seed={seed}");
             // The found gather makes the matrix a butterfly: searching T·P⁻¹ gives the identity.
             let perm = found.unwrap();
             let undone = ComplexMatrix::from_fn(n, |r, c| t.get(r, perm[c]));
@@ -270,6 +253,54 @@ fn identification_recovers_the_permutation_of_a_random_butterfly() {
             // One entry changed: rows 0 and n/2 no longer have two directions per half.
             let broken = ComplexMatrix::from_fn(n, |r, c| t.get(r, c) + f64::from(u8::from(r == 0 && c == 0)) * 0.5);
             assert_eq!(butterfly_permutation(&broken, F64_TOLERANCE).unwrap(), None, "n={n} seed={seed}");
+        }
+    }
+}
+
+/// Positions `0..n` with the halves of aligned blocks exchanged at random (each block's with
+/// probability 1/2): a symmetry of a butterfly's stages.
+fn random_exchanges(n: usize, seed: u64) -> Vec<usize> {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    let mut q: Vec<usize> = (0..n).collect();
+    let mut size = n;
+    while size >= 2 {
+        for block in q.chunks_mut(size) {
+            if rng.random_bool(0.5) {
+                let h = size / 2;
+                for i in 0..h {
+                    block.swap(i, i + h);
+                }
+            }
+        }
+        size /= 2;
+    }
+    q
+}
+
+/// A butterfly behind a gather with the halves of aligned blocks exchanged is a butterfly
+/// behind the gather itself (the search finds the same representative, and the matrix undone
+/// by it is a butterfly), while one exchange of two single positions across the halves makes
+/// another class: what lets the permutation search score one gather per representative.
+#[test]
+fn gathers_of_one_representative_make_the_same_butterflies() {
+    for n in [8, 64] {
+        for seed in 0..3 {
+            let p0 = shuffled(n, 200 + seed);
+            let q = random_exchanges(n, 300 + seed);
+            let p1: Vec<usize> = q.iter().map(|&i| p0[i]).collect();
+            assert_ne!(p1, p0, "n={n} seed={seed}: the exchanges moved something");
+            assert_eq!(butterfly_representative(&p1), butterfly_representative(&p0), "n={n} seed={seed}");
+            let (re, im) = ButterflyInit::RandomUnitary { seed }.twiddles(n);
+            let t = butterfly::matrix(&re, &im, n, &p1).unwrap();
+            assert_eq!(butterfly_permutation(&t, F64_TOLERANCE).unwrap(), Some(butterfly_representative(&p0)));
+            let undone = ComplexMatrix::from_fn(n, |r, c| t.get(r, p0[c]));
+            assert!(is_butterfly(&undone, F64_TOLERANCE), "n={n} seed={seed}: behind p0 itself");
+            let mut crossed = p0.clone();
+            crossed.swap(0, n / 2);
+            assert_ne!(butterfly_representative(&crossed), butterfly_representative(&p0), "n={n} seed={seed}");
+            let undone = ComplexMatrix::from_fn(n, |r, c| t.get(r, crossed[c]));
+            assert!(!is_butterfly(&undone, F64_TOLERANCE), "n={n} seed={seed}: behind the crossed gather");
         }
     }
 }
@@ -319,19 +350,19 @@ fn identification_under_a_pairing_recovers_the_first_permutation() {
             });
             let t = pairing.matmul(&butterfly::matrix(&re, &im, n, &p0).unwrap()).unwrap();
             let found = factor_permutation(&t, &pairing, F64_TOLERANCE).unwrap();
-            assert_eq!(found, Some(canonical(&p0)), "n={n} seed={seed}");
+            assert_eq!(found, Some(butterfly_representative(&p0)), "n={n} seed={seed}");
             let broken = ComplexMatrix::from_fn(n, |r, c| t.get(r, c) + f64::from(u8::from(r == 1 && c == 0)) * 0.5);
             assert_eq!(factor_permutation(&broken, &pairing, F64_TOLERANCE).unwrap(), None, "n={n} seed={seed}");
             // The identity pattern is the one-butterfly search, and the found gather undoes P0.
             let b = butterfly::matrix(&re, &im, n, &p0).unwrap();
             let perm = factor_permutation(&b, &ComplexMatrix::identity(n), F64_TOLERANCE).unwrap().unwrap();
-            assert_eq!(perm, canonical(&p0), "n={n} seed={seed}");
+            assert_eq!(perm, butterfly_representative(&p0), "n={n} seed={seed}");
             assert!(
                 is_butterfly(&ComplexMatrix::from_fn(n, |r, c| b.get(r, perm[c])), F64_TOLERANCE),
                 "n={n} seed={seed}"
             );
             let identity: Vec<usize> = (0..n).collect();
-            assert_eq!(is_butterfly(&b, F64_TOLERANCE), canonical(&p0) == identity, "n={n} seed={seed}");
+            assert_eq!(is_butterfly(&b, F64_TOLERANCE), butterfly_representative(&p0) == identity, "n={n} seed={seed}");
         }
     }
 }
@@ -339,7 +370,7 @@ fn identification_under_a_pairing_recovers_the_first_permutation() {
 /// The Hartley transform, DCT-II and DST-II: their class's first permutation is found from the
 /// matrix (given where the pairing's fixed factors mix rows), and it makes the target exact in
 /// the class: it is the exact factorization's permutation up to the exchanges of halves that
-/// keep a butterfly one (the representative [`canonical`]).
+/// keep a butterfly one (the representative [`butterfly_representative`]).
 #[test]
 fn the_real_transforms_first_permutation_is_found_from_the_matrix() {
     for n in sizes_up_to(1024).filter(|&n| n >= 4) {
@@ -348,7 +379,7 @@ fn the_real_transforms_first_permutation_is_found_from_the_matrix() {
             let class = model_class(&target, &dense).unwrap();
             let found = class.permutations[0].indices(n);
             let exact = factorizations::exact(&target, n).unwrap().unwrap();
-            assert_eq!(found, canonical(&exact.factors()[0].permutation), "{:?} n={n}", target.kind());
+            assert_eq!(found, butterfly_representative(&exact.factors()[0].permutation), "{:?} n={n}", target.kind());
         }
     }
 }
