@@ -18,7 +18,7 @@
 //! behind a wrong one they stay above a twentieth of its scale (the DCT-II in BPBP at N = 32,
 //! f64, scale 0.18: rmse 1.8e-15 against 1.0e-2 and above for the 115 other representatives of
 //! the family), so the scores tell right
-//! from wrong by orders of magnitude and a score below [`SOLVED`] ends the search. Gathers
+//! from wrong by orders of magnitude and a score below 1e-3 of the scale ends the search. Gathers
 //! that differ by exchanging the halves of aligned blocks make the same butterflies
 //! ([`butterfly_representative`]): one is scored per representative.
 //!
@@ -135,7 +135,7 @@ fn through<B: FftBackend>(
 /// The permutation that makes the objective's target a product of `factors` butterflies after
 /// it (the later ones behind the identity), found from the objective alone (its inputs and
 /// their images: no matrix is read): the self-similar candidates, then `search.seeds`
-/// relaxations, until one scores below [`SOLVED`]; the best scored. See the module docs.
+/// relaxations, until one scores below 1e-3 of the target's scale; the best scored. See the module docs.
 ///
 /// `stop` (the trainer's stop flag, set on SIGTERM and SIGINT) is read at every step: the
 /// search runs before a run's first step, minutes at N = 64, and ends as asked.
