@@ -152,6 +152,18 @@ pub fn learn_permutation<B: FftBackend>(
     stop: Option<&AtomicBool>,
     device: &B::Device,
 ) -> Result<LearnedPermutation> {
+    Ok(search_fitted(objective, factors, search, seed, stop, device)?.0)
+}
+
+/// [`learn_permutation`], and the butterflies its best candidate's scoring fit ended with.
+fn search_fitted<B: FftBackend>(
+    objective: &Objective<B>,
+    factors: usize,
+    search: &PermutationSearch,
+    seed: u64,
+    stop: Option<&AtomicBool>,
+    device: &B::Device,
+) -> Result<(LearnedPermutation, Vec<Butterfly<B>>)> {
     if search.seeds == 0 || factors == 0 {
         return Err(Error::invalid(
             "train.learn_permutation",
@@ -163,31 +175,42 @@ pub fn learn_permutation<B: FftBackend>(
     let mut tried = Vec::with_capacity(16 + 2 * search.seeds);
     // One fit per representative: gathers of one make the same butterflies.
     let mut seen = HashSet::new();
+    let mut best: Option<(f64, Vec<Butterfly<B>>)> = None;
+    let mut keep = |score: f64, layers: Vec<Butterfly<B>>| {
+        if best.as_ref().is_none_or(|b| score < b.0) {
+            best = Some((score, layers));
+        }
+    };
     // The self-similar members first, each fitted from the run's seed.
-    for perm in self_similar(n)? {
-        if seen.insert(butterfly_representative(&perm.indices(n))) {
-            let score = fit(objective, factors, &perm, search, seed, stop, device)?;
-            tried.push((perm, score));
-            if score <= SOLVED * scale {
-                return best_of(tried);
+    'search: {
+        for perm in self_similar(n)? {
+            if seen.insert(butterfly_representative(&perm.indices(n))) {
+                let (score, layers) = fit_layers(objective, factors, &perm, search, seed, stop, device)?;
+                tried.push((perm, score));
+                keep(score, layers);
+                if score <= SOLVED * scale {
+                    break 'search;
+                }
+            }
+        }
+        for s in 0..search.seeds as u64 {
+            let seed = seed.wrapping_add(s.wrapping_mul(0x9e37_79b9));
+            for after in [Permutation::Identity, Permutation::BitReversal] {
+                let perm = relax(objective, factors, search, seed, &after, stop, device)?;
+                if !seen.insert(butterfly_representative(&perm.indices(n))) {
+                    continue;
+                }
+                let (score, layers) = fit_layers(objective, factors, &perm, search, seed, stop, device)?;
+                tried.push((perm, score));
+                keep(score, layers);
+                if score <= SOLVED * scale {
+                    break 'search;
+                }
             }
         }
     }
-    'seeds: for s in 0..search.seeds as u64 {
-        let seed = seed.wrapping_add(s.wrapping_mul(0x9e37_79b9));
-        for after in [Permutation::Identity, Permutation::BitReversal] {
-            let perm = relax(objective, factors, search, seed, &after, stop, device)?;
-            if !seen.insert(butterfly_representative(&perm.indices(n))) {
-                continue;
-            }
-            let score = fit(objective, factors, &perm, search, seed, stop, device)?;
-            tried.push((perm, score));
-            if score <= SOLVED * scale {
-                break 'seeds;
-            }
-        }
-    }
-    best_of(tried)
+    let layers = best.map(|b| b.1).unwrap_or_default();
+    Ok((best_of(tried)?, layers))
 }
 
 /// The best scored of `tried`.
@@ -231,7 +254,7 @@ pub fn choose_doubling<B: FftBackend>(
     for s in 0..DOUBLING_SEEDS as u64 {
         let seed = seed.wrapping_add(s.wrapping_mul(0x9e37_79b9));
         for perm in [Permutation::BitReversal, Permutation::Identity] {
-            let score = fit(objective, factors, &perm, search, seed, stop, device)?;
+            let score = fit_layers(objective, factors, &perm, search, seed, stop, device)?.0;
             tried.push((perm.clone(), score));
             if score <= SOLVED * scale {
                 return Ok(Some(LearnedPermutation { permutation: perm, score, tried }));
@@ -304,8 +327,8 @@ fn self_similar(n: usize) -> Result<Vec<Permutation>> {
 }
 
 /// The rmse `factors` butterflies of random unitary blocks, the first behind `perm`, reach in
-/// the search's scoring fit (`score_steps` Adam steps).
-fn fit<B: FftBackend>(
+/// the search's scoring fit (`score_steps` Adam steps), and the butterflies it ended with.
+fn fit_layers<B: FftBackend>(
     objective: &Objective<B>,
     factors: usize,
     perm: &Permutation,
@@ -313,7 +336,7 @@ fn fit<B: FftBackend>(
     seed: u64,
     stop: Option<&AtomicBool>,
     device: &B::Device,
-) -> Result<f64> {
+) -> Result<(f64, Vec<Butterfly<B>>)> {
     let n = objective.n();
     let mut layers = butterflies::<B>(n, factors, perm, seed ^ 0x5c0e, device)?;
     let (steps, lr) = (search.score_steps, search.lr);
@@ -331,13 +354,13 @@ fn fit<B: FftBackend>(
         let grads = GradientsParams::from_grads(loss.backward(), &layers);
         layers = optim.step(lr, layers, grads);
     }
-    Ok(last.sqrt())
+    Ok((last.sqrt(), layers))
 }
 
 /// A run's first permutation, where it is learned ([`super::run::Run::start`] says when):
-/// learned from the objective ([`learn_permutation`], [`PermutationSource::Learned`]), or at the
-/// bottom of a grown chain (`doubles`) one the doubling carries up ([`choose_doubling`],
-/// [`PermutationSource::Chosen`]).
+/// learned from the objective ([`learn_permutation`], [`PermutationSource::Learned`]), with the
+/// butterflies its scoring fit ended with, or at the bottom of a grown chain (`doubles`) one the
+/// doubling carries up ([`choose_doubling`], [`PermutationSource::Chosen`]), with none.
 ///
 /// # Errors
 /// Those of [`learn_permutation`]; at a chain's bottom, [`Error::InvalidInput`] (`train.grow`)
@@ -350,14 +373,14 @@ pub(super) fn first_permutation<B: FftBackend>(
     doubles: bool,
     stop: Option<&AtomicBool>,
     device: &B::Device,
-) -> Result<(Permutation, PermutationSource)> {
+) -> Result<(Permutation, PermutationSource, Vec<Butterfly<B>>)> {
     let search = PermutationSearch::default();
     if !doubles {
-        let learned = learn_permutation(objective, factors, &search, cfg.seed, stop, device)?;
-        return Ok((learned.permutation, PermutationSource::Learned));
+        let (learned, layers) = search_fitted(objective, factors, &search, cfg.seed, stop, device)?;
+        return Ok((learned.permutation, PermutationSource::Learned, layers));
     }
     match choose_doubling(objective, factors, &search, cfg.seed, stop, device)? {
-        Some(chosen) => Ok((chosen.permutation, PermutationSource::Chosen)),
+        Some(chosen) => Ok((chosen.permutation, PermutationSource::Chosen, Vec::new())),
         None => Err(Error::invalid(
             "train.grow",
             format!(
