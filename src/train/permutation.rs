@@ -175,42 +175,36 @@ fn search_fitted<B: FftBackend>(
     let mut tried = Vec::with_capacity(16 + 2 * search.seeds);
     // One fit per representative: gathers of one make the same butterflies.
     let mut seen = HashSet::new();
-    let mut best: Option<(f64, Vec<Butterfly<B>>)> = None;
-    let mut keep = |score: f64, layers: Vec<Butterfly<B>>| {
-        if best.as_ref().is_none_or(|b| score < b.0) {
-            best = Some((score, layers));
+    let mut best: Option<Vec<Butterfly<B>>> = None;
+    // Scores `perm` (fitted from `seed`) unless its representative was; true once it fits.
+    let mut score = |perm: Permutation, seed: u64| -> Result<bool> {
+        if !seen.insert(butterfly_representative(&perm.indices(n))) {
+            return Ok(false);
         }
+        let (score, layers) = fit_layers(objective, factors, &perm, search, seed, stop, device)?;
+        if tried.iter().all(|(_, s): &(Permutation, f64)| score < *s) {
+            best = Some(layers);
+        }
+        tried.push((perm, score));
+        Ok(score <= SOLVED * scale)
     };
-    // The self-similar members first, each fitted from the run's seed.
+    // The self-similar members first, each fitted from the run's seed, then the relaxations.
     'search: {
         for perm in self_similar(n)? {
-            if seen.insert(butterfly_representative(&perm.indices(n))) {
-                let (score, layers) = fit_layers(objective, factors, &perm, search, seed, stop, device)?;
-                tried.push((perm, score));
-                keep(score, layers);
-                if score <= SOLVED * scale {
-                    break 'search;
-                }
+            if score(perm, seed)? {
+                break 'search;
             }
         }
         for s in 0..search.seeds as u64 {
             let seed = seed.wrapping_add(s.wrapping_mul(0x9e37_79b9));
             for after in [Permutation::Identity, Permutation::BitReversal] {
-                let perm = relax(objective, factors, search, seed, &after, stop, device)?;
-                if !seen.insert(butterfly_representative(&perm.indices(n))) {
-                    continue;
-                }
-                let (score, layers) = fit_layers(objective, factors, &perm, search, seed, stop, device)?;
-                tried.push((perm, score));
-                keep(score, layers);
-                if score <= SOLVED * scale {
+                if score(relax(objective, factors, search, seed, &after, stop, device)?, seed)? {
                     break 'search;
                 }
             }
         }
     }
-    let layers = best.map(|b| b.1).unwrap_or_default();
-    Ok((best_of(tried)?, layers))
+    Ok((best_of(tried)?, best.unwrap_or_default()))
 }
 
 /// The best scored of `tried`.
