@@ -240,6 +240,18 @@ impl<B: Backend> ButterflyProduct<B> {
         (Tensor::cat(re, 0), Tensor::cat(im, 0))
     }
 
+    /// Replaces the twiddles with `(re, im)`, stacked as [`Self::stacked_twiddles`] gives them:
+    /// trainable, with no gradient history.
+    pub fn set_stacked_twiddles(&mut self, re: Tensor<B, 4>, im: Tensor<B, 4>) {
+        let log_n = self.n().trailing_zeros() as usize;
+        for (k, f) in self.factors.iter_mut().enumerate() {
+            let part =
+                |t: &Tensor<B, 4>| Param::from_tensor(t.clone().narrow(0, k * log_n, log_n).detach().require_grad());
+            f.twiddle_re = part(&re);
+            f.twiddle_im = part(&im);
+        }
+    }
+
     /// The dense N×N matrix of the product, computed in f64 on the CPU from the twiddles.
     pub fn to_matrix(&self) -> ComplexMatrix {
         let n = self.n();

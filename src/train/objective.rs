@@ -25,7 +25,8 @@
 //! same normalisation. The model is then Re(M(θ)), the generic class in which complex
 //! butterflies represent the real transforms (see [`crate::train::TrainConfig::real_output`]).
 
-use burn::tensor::{backend::Backend, ElementConversion, Tensor};
+use burn::tensor::backend::{AutodiffBackend, Backend};
+use burn::tensor::{ElementConversion, Tensor};
 use num_complex::Complex64;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -330,6 +331,15 @@ impl<B: Backend> Objective<B> {
     {
         let y = product_forward(self.input(), tw_re, tw_im, perms);
         B::residual_mean_square(self.project(y), &self.hi, &self.lo, self.norm())
+    }
+}
+
+impl<B: AutodiffBackend> Objective<B> {
+    /// The same objective on `B`'s inner backend (for the polish, which needs no autodiff).
+    pub fn inner(&self) -> Objective<B::InnerBackend> {
+        let pair = |(re, im): &Complex2<B>| (re.clone().inner(), im.clone().inner());
+        let (input, hi, lo) = (pair(&self.input), pair(&self.hi), pair(&self.lo));
+        Objective { n: self.n, rows: self.rows, power: self.power, input, hi, lo, real_output: self.real_output }
     }
 }
 

@@ -13,14 +13,18 @@
 //! and DST-II stall at N = 16).
 //!
 //! A candidate's score is the rmse the class's butterflies (the first behind the candidate, the
-//! later ones behind the identity), of random unitary blocks, reach in 1000 Adam steps on the
-//! objective: behind the right permutation they often fit it to the float format's precision,
-//! behind a wrong one they stay above a twentieth of its scale (the DCT-II in BPBP at N = 32,
-//! f64, scale 0.18: rmse 1.8e-15 against 1.0e-2 and above for the 115 other representatives of
-//! the family), so the scores tell right
-//! from wrong by orders of magnitude and a score below 1e-3 of the scale ends the search. Gathers
-//! that differ by exchanging the halves of aligned blocks make the same butterflies
-//! ([`butterfly_representative`]): one is scored per representative.
+//! later ones behind the identity), of random unitary blocks, reach on the objective in a short
+//! run of the trainer's own two phases: Adam with the trainer's cosine decay (3000 steps at
+//! most), then, where that did not fit it, a patient Levenberg–Marquardt polish (60 steps at
+//! most). Behind the right permutation the fit often reaches the float format's precision (the
+//! DCT-II in BPBP at N = 32, f64, scale 0.18: rmse 1.8e-15 against 1.0e-2 and above for the 115
+//! other representatives of the family); where it does not, the polish keeps falling behind
+//! the right one and stalls at once behind a wrong one (the DCT-II at N = 64: 3.7e-4 against
+//! 2.3e-2 and above, from fits of 1.7e-2 against 2.3e-2 that alone did not tell them apart). A
+//! score below 1e-3 of the scale ends the search; otherwise every candidate is scored and the
+//! best kept, with the butterflies its score ended with. Gathers that differ by exchanging the
+//! halves of aligned blocks make the same butterflies ([`butterfly_representative`]): one is
+//! scored per representative.
 //!
 //! The candidates, in order:
 //! 1. The family's self-similar members: the same three choices at every level, then the
@@ -38,13 +42,16 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use burn::module::Module;
 use burn::optim::{AdamConfig, GradientsParams, Optimizer};
 use burn::tensor::backend::Backend;
+use burn::tensor::Tensor;
 
 use super::config::TrainConfig;
+use super::lm::{Polish, PolishSettings, Twiddles};
 use super::objective::{scalar, Objective};
+use super::run::INITIAL_LOG2_LAMBDA;
 use crate::backend::FftBackend;
 use crate::error::{Error, Result};
 use crate::nn::{
-    family_member, Butterfly, ButterflyConfig, ButterflyInit, PermutationSource, RelaxedPermutation,
+    family_member, Butterfly, ButterflyConfig, ButterflyInit, ButterflyProduct, PermutationSource, RelaxedPermutation,
     RelaxedPermutationConfig,
 };
 use crate::ops::Permutation;
@@ -60,15 +67,28 @@ pub struct PermutationSearch {
     pub relax_steps: usize,
     /// Adam steps of the fit that scores each hardened permutation.
     pub score_steps: usize,
-    /// Adam's learning rate for the twiddles.
+    /// Adam's learning rate for the twiddles (the scoring fit's first).
     pub lr: f64,
+    /// The scoring fit's last learning rate (a cosine decay from `lr`, as the trainer's).
+    pub lr_final: f64,
     /// Adam's learning rate for the logits.
     pub logit_lr: f64,
+    /// Levenberg–Marquardt steps at most after each scoring fit that ends above the early stop
+    /// (0: the fit's rmse is the score).
+    pub polish_steps: usize,
 }
 
 impl Default for PermutationSearch {
     fn default() -> Self {
-        PermutationSearch { seeds: 8, relax_steps: 1000, score_steps: 1000, lr: 0.01, logit_lr: 0.1 }
+        PermutationSearch {
+            seeds: 8,
+            relax_steps: 1000,
+            score_steps: 3000,
+            lr: 0.01,
+            lr_final: 1e-4,
+            logit_lr: 0.1,
+            polish_steps: 60,
+        }
     }
 }
 
@@ -83,13 +103,13 @@ pub struct LearnedPermutation {
     pub tried: Vec<(Permutation, f64)>,
 }
 
-/// A score this far below the target's own scale (the rmse of the zero map) ends the search: a
-/// butterfly behind the right permutation fits the pairs to 1e-9 … 1e-17 of it in the scoring
-/// fit's 1000 Adam steps, behind a wrong one it stays within a factor of 3 of it (the DFT's pairs
-/// at N = 8 … 32 in f64, measured with the default search; f32 was not measured). A product's
-/// fit can stall behind the right one too (the DCT-II's Makhoul gather in BPBP at N = 32 reached
-/// rmse 5e-4 and 3e-3 from two seeds, 0.003 and 0.02 of its scale): then every candidate is
-/// scored and the best kept.
+/// A score this far below the target's own scale (the rmse of the zero map) ends the search and
+/// the scoring fit: a butterfly behind the right permutation fits the pairs to 1e-9 … 1e-17 of
+/// it in the scoring fit, behind a wrong one it stays within a factor of 3 of it (the DFT's
+/// pairs at N = 8 … 32 in f64, measured with 1000 steps at a constant rate; f32 was not
+/// measured). A product's fit can stall behind the right one too (the DCT-II's Makhoul gather in
+/// BPBP at N = 32 reached rmse 5e-4 and 3e-3 from two seeds, 0.003 and 0.02 of its scale, with
+/// those 1000 steps): then the polish follows, and every candidate is scored and the best kept.
 const SOLVED: f64 = 1e-3;
 
 /// A relaxed permutation, then the butterflies of the run's class (the first behind the fixed
@@ -333,7 +353,8 @@ fn fit_layers<B: FftBackend>(
 ) -> Result<(f64, Vec<Butterfly<B>>)> {
     let n = objective.n();
     let mut layers = butterflies::<B>(n, factors, perm, seed ^ 0x5c0e, device)?;
-    let (steps, lr) = (search.score_steps, search.lr);
+    let steps = search.score_steps;
+    let solved = SOLVED * own_scale(objective);
     let mut optim = AdamConfig::new().with_epsilon(1e-8).init::<B, Vec<Butterfly<B>>>();
     let mut last = f64::INFINITY;
     for step in 0..=steps {
@@ -342,13 +363,58 @@ fn fit_layers<B: FftBackend>(
         let loss = objective.mean_square(&objective.residual(through(&layers, (re, im))?));
         last = scalar(loss.clone());
         check_finite(last, step)?;
-        if step == steps {
+        if step == steps || last.sqrt() <= solved {
             break;
         }
+        // The trainer's cosine decay: its last steps, at small rates, settle the fit in its basin.
+        let decay = 0.5 * (1.0 + (std::f64::consts::PI * step as f64 / steps as f64).cos());
+        let lr = search.lr_final + (search.lr - search.lr_final) * decay;
         let grads = GradientsParams::from_grads(loss.backward(), &layers);
         layers = optim.step(lr, layers, grads);
     }
-    Ok((last.sqrt(), layers))
+    if last.sqrt() <= solved || search.polish_steps == 0 {
+        return Ok((last.sqrt(), layers));
+    }
+    polish_layers(objective, layers, perm, search.polish_steps, solved, stop)
+}
+
+/// The butterflies `layers` (the first behind `first`, the others behind the identity) after
+/// Levenberg–Marquardt on every twiddle, until the rmse reaches `solved`, the polish stalls or
+/// `steps` are taken, and the rmse they reach. Behind a wrong permutation it stalls within a few
+/// steps where Adam left it; behind the right one it keeps falling: the DCT-II in BPBP at N = 64
+/// (f64, seed 0), fitted to rmse 1.7e-2 … 8e-2 behind each of the four self-similar
+/// representatives, fell to 3.7e-4 in 60 steps behind its own and not below 2.3e-2 behind the
+/// three others (the fits alone, 1.7e-2 against 2.3e-2, did not tell them apart).
+fn polish_layers<B: FftBackend>(
+    objective: &Objective<B>,
+    layers: Vec<Butterfly<B>>,
+    first: &Permutation,
+    steps: usize,
+    solved: f64,
+    stop: Option<&AtomicBool>,
+) -> Result<(f64, Vec<Butterfly<B>>)> {
+    let inner = objective.inner();
+    let perms: Vec<Permutation> =
+        (0..layers.len()).map(|k| if k == 0 { first.clone() } else { Permutation::Identity }).collect();
+    let mut product = ButterflyProduct { factors: layers };
+    let (re, im) = product.stacked_twiddles();
+    let theta = Twiddles { re: re.inner(), im: im.inner() };
+    let mask = Twiddles::masks(theta.re.ones_like(), false);
+    let mut polish = Polish::<B>::new(&inner, &perms, theta, mask, INITIAL_LOG2_LAMBDA, 0);
+    // Patient: a refused step only raises the damping (the trainer's last stage), so a slow
+    // descent behind the right permutation is not cut short.
+    let settings =
+        PolishSettings { cg_iters: 200, cg_tol: 1e-2, stop_loss: solved * solved, max_stalled: 4, patient: true };
+    for step in 0..steps {
+        stop_if_asked(stop)?;
+        check_finite(polish.loss, step)?;
+        if polish.done(&settings) {
+            break;
+        }
+        polish.step(&settings);
+    }
+    product.set_stacked_twiddles(Tensor::from_inner(polish.theta.re), Tensor::from_inner(polish.theta.im));
+    Ok((polish.loss.sqrt(), product.factors))
 }
 
 /// A run's first permutation, where it is learned ([`super::run::Run::start`] says when):

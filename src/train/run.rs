@@ -8,7 +8,6 @@ use std::time::Instant;
 
 use burn::lr_scheduler::cosine::{CosineAnnealingLrScheduler, CosineAnnealingLrSchedulerConfig};
 use burn::lr_scheduler::LrScheduler;
-use burn::module::Param;
 use burn::optim::adaptor::OptimizerAdaptor;
 use burn::optim::{GradientsParams, Optimizer};
 use burn::tensor::Tensor;
@@ -528,14 +527,7 @@ impl<'a, B: FftBackend> Run<'a, B> {
 
     /// Replaces the layer's twiddles (stacked factor-major; trainable, no gradient history).
     pub fn set_twiddles(&mut self, theta: Twiddles<B::InnerBackend>) {
-        let log_n = self.cfg.n.trailing_zeros() as usize;
-        for (k, f) in self.layer.factors.iter_mut().enumerate() {
-            let part = |t: &Tensor<B::InnerBackend, 4>| {
-                Param::from_tensor(Tensor::from_inner(t.clone().narrow(0, k * log_n, log_n)).require_grad())
-            };
-            f.twiddle_re = part(&theta.re);
-            f.twiddle_im = part(&theta.im);
-        }
+        self.layer.set_stacked_twiddles(Tensor::from_inner(theta.re), Tensor::from_inner(theta.im));
     }
 
     /// `grads` with the gradients of the twiddles the model class fixes set to zero (Adam then
