@@ -241,16 +241,15 @@ pub fn model_class_for(
     }
     let Some(choice) = choice else { return model_class_with(target, n, dense) };
     let log_n = check_power_of_two("model", n)?;
-    let exact_perms = permutations(target, n)?;
     let first = match dense {
         Some(dense) => {
             let own = model_class_with(target, n, Some(dense))?;
             match own.sources[0] {
-                // Found only given the pairing's pattern, from the exact factorization: a
-                // generic class does not read it (a product's first permutation is learned
-                // instead, see `crate::train`).
-                PermutationSource::IdentifiedGivenPairing => (Permutation::Identity, PermutationSource::Identity),
-                source => (own.permutations[0].clone(), source),
+                PermutationSource::Identified => (own.permutations[0].clone(), PermutationSource::Identified),
+                // Found only given the pairing's pattern, or read from the exact factorization
+                // (the circulant's): a generic class reads neither (a product's permutations
+                // are learned instead, see `crate::train`).
+                _ => (Permutation::Identity, PermutationSource::Identity),
             }
         }
         // Not known without the matrix (as for the target's own class): the identity.
@@ -259,10 +258,6 @@ pub fn model_class_for(
     let (permutations, sources) = match choice {
         ModelChoice::B => (vec![Permutation::Identity], vec![PermutationSource::Identity]),
         ModelChoice::Bp => (vec![first.0], vec![first.1]),
-        ModelChoice::Bpbp if exact_perms.len() == 2 => (
-            exact_perms.into_iter().map(Permutation::gather).collect::<Result<_>>()?,
-            vec![PermutationSource::Table; 2],
-        ),
         ModelChoice::Bpbp => (vec![first.0, Permutation::Identity], vec![first.1, PermutationSource::Identity]),
     };
     let learned = vec![true; permutations.len() * log_n];

@@ -251,17 +251,26 @@ impl<'a, B: FftBackend> Run<'a, B> {
             let factors = if cfg.real_output { 1 } else { class.permutations.len() };
             let doubles = learns_product && options.doubled;
             let (learned, source, fitted) =
-                permutation::first_permutation(cfg, &objective, factors, doubles, options.stop, device)?;
+                permutation::search_permutations(cfg, &objective, factors, doubles, options.stop, device)?;
             // A product's first attempt starts from the butterflies the search fitted behind the
-            // permutation it kept (learned from random weights there), straight into the polish:
+            // permutation it kept (learned from random weights there), straight into the polish,
+            // where that fit came below the search's early stop (none are handed over otherwise):
             // from random weights behind the same permutation the Hartley transform's ten
             // attempts at N = 32 (seed 1) stalled at rmse 0.033–0.054, where the search's fit had
             // come below 1e-6 of its scale; handed over, the polish reached 1.4e-17 in 68 steps.
             if learns_product && fitted.len() == class.permutations.len() {
                 searched_start = Some(ButterflyProduct { factors: fitted });
             }
-            class.permutations[0] = learned;
+            class.permutations[0] = learned.permutation;
             class.sources[0] = source;
+            // A product's later factors behind the permutation the search kept for them: the
+            // identity, as the class has it, or one it found (then learned, or chosen).
+            if learns_product && learned.later != Permutation::Identity {
+                for k in 1..class.permutations.len() {
+                    class.permutations[k] = learned.later.clone();
+                    class.sources[k] = source;
+                }
+            }
         }
         let search_seconds = searched.elapsed().as_secs_f64();
         // The exact factorization's floor, or none yet where the floor is found at each
@@ -301,15 +310,16 @@ impl<'a, B: FftBackend> Run<'a, B> {
         let learns = matches!(cfg.target, Target::Data(_)) || cfg.real_output || learns_product;
         if options.resume && learns && class.permutations.len() == layer.len() {
             // A searched first permutation is learned even where it is the class's start (the
-            // search can find the identity itself).
+            // search can find the identity itself); a later one where it is not the identity.
             let perms = layer.permutations();
             for (k, p) in perms.into_iter().enumerate() {
                 // A chain's bottom chose its first among those the doubling carries up, the
-                // identity included (which the class holds already).
+                // identity included (which the class holds already), and the later ones.
                 let doubles = matches!(p, Permutation::BitReversal | Permutation::Identity);
-                if k == 0 && learns_product && options.doubled && doubles {
-                    class.sources[0] = PermutationSource::Chosen;
-                } else if (k == 0 && searched_first) || class.permutations[k] != p {
+                let searched = (k == 0 && searched_first) || class.permutations[k] != p;
+                if learns_product && options.doubled && doubles && (k == 0 || searched) {
+                    class.sources[k] = PermutationSource::Chosen;
+                } else if searched {
                     class.sources[k] = PermutationSource::Learned;
                 }
                 class.permutations[k] = p;
@@ -317,8 +327,8 @@ impl<'a, B: FftBackend> Run<'a, B> {
         }
         // A run grown from its half-size member keeps that member's permutations, doubled: at
         // the sizes with no matrix at hand they are known no other way. A product's from its
-        // exact factorization (the circulant's) stay the table's: the doubling carries them up
-        // unchanged (`Trainer::grown` checks it).
+        // exact factorization (the circulant's in its own class) stay the table's: the doubling
+        // carries them up unchanged (`Trainer::grown` checks it).
         if state.grown_from.is_some() && cfg.model != Some(ModelChoice::B) {
             class.permutations = layer.permutations();
             for source in &mut class.sources {

@@ -311,9 +311,11 @@ impl Trainer {
         let (steps, seconds) = if h.attempt == attempt { (h.steps, h.seconds) } else { (0, 0.0) };
         // The block's first attempt starts from the eigenstructure's fit where it is within
         // Adam's hand-over rmse (deterministic, so the block's later attempts, and any attempt
-        // where it is not, double with random last stages and run Adam).
+        // where it is not, double with random last stages and run Adam). Not in a class chosen
+        // with `--model`: the eigenstructure is knowledge of the circulant's answer.
         let aligned = if attempt == h.attempt
             && !cfg.real
+            && cfg.model.is_none()
             && matches!(cfg.target, Target::Circulant { .. })
             && cfg.n <= DENSE_MAX_N
         {
