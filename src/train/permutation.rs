@@ -22,8 +22,8 @@
 //! the right one and stalls at once behind a wrong one (the DCT-II at N = 64: 3.7e-4 against
 //! 2.3e-2 and above, from fits of 1.7e-2 against 2.3e-2 that alone did not tell them apart). A
 //! score below 1e-3 of the scale ends the search, and the butterflies it ended with start the
-//! run's first attempt. After the self-similar candidates, a best score a tenth of every
-//! other's ends it too (without the hand-over). Otherwise every candidate is scored and the
+//! run's first attempt. After each round of self-similar candidates (1 and 2 below), a best
+//! score a tenth of every other's ends it too (without the hand-over). Otherwise every candidate is scored and the
 //! best kept. Gathers that differ by exchanging the halves of aligned blocks make the same
 //! butterflies ([`butterfly_representative`]): one pair is scored per pair of representatives.
 //!
@@ -285,6 +285,9 @@ fn search_fitted<B: FftBackend>(
                 break 'search;
             }
         }
+        if stands_apart(&tried) {
+            break 'search;
+        }
         // A product of more than one factor: then each factor behind the same member (a
         // transform, then its inverse, as in a convolution).
         if factors > 1 {
@@ -316,12 +319,12 @@ fn search_fitted<B: FftBackend>(
     Ok((learned, fitted))
 }
 
-/// A best score this far below every other self-similar candidate's ends the search before the
-/// relaxations: behind a wrong permutation the polish stalls where the fit left it, behind the
-/// right one it keeps falling. The DCT-II in BPBP at N = 64 (f64, seed 0) scored 3.7e-4 behind
-/// its own representative against 2.3e-2 and above behind the 15 others, and none of the 16
-/// relaxations scored below it (they cost about 550 of the search's 694 s on two CPU cores; without
-/// them the search took 147 s).
+/// A best score this far below every other candidate's, after a round of self-similar ones,
+/// ends the search: behind a wrong permutation the polish stalls where the fit left it, behind
+/// the right one it keeps falling. The DCT-II in BPBP at N = 64 (f64, seed 0) scored 3.7e-4
+/// behind its own representative against 2.3e-2 and above behind the three other self-similar
+/// ones, and none of the 16 relaxations scored below it (they cost about 550 of the search's
+/// 694 s on two CPU cores; without them the search took 147 s).
 const APART: f64 = 0.1;
 
 /// Whether the best of `tried` scored at most [`APART`] times every other.
