@@ -122,11 +122,12 @@ pub fn run(args: TrainArgs, global: &Global) -> learned_fft::Result<Value> {
 /// Why a run did not reach its bar, for its error message.
 fn missed_bar(report: &TrainReport, model: Option<ModelChoice>, real: bool, own_floor: bool) -> String {
     let (target, precision) = (report.target.kind(), report.backend.precision);
-    let chosen = model.map(|m| match &report.target {
-        Target::Matrix(_) | Target::Operator(_) | Target::Data(_) => format!(" (model {} from --model)", m.name()),
+    // The report names the class chosen (`(BP)^K` with `--factors`).
+    let chosen = model.map(|_| match &report.target {
+        Target::Matrix(_) | Target::Operator(_) | Target::Data(_) => format!(" (model {} from --model)", report.model),
         _ => format!(
             " (model {} from --model; the target's own class, {}, represents it exactly)",
-            m.name(),
+            report.model,
             learned_fft::reference::factorizations::model_name(&report.target)
         ),
     });

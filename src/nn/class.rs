@@ -97,6 +97,20 @@ impl ModelClass {
         })
     }
 
+    /// The class with at least `k` factors: each one added last, a butterfly behind the identity
+    /// with every stage learned, as (BP)^K's later factors start (the trainer's search may find
+    /// them another permutation). A class of `k` factors or more, or with fixed stages (a
+    /// target's own, never a chosen one), comes back as it is.
+    pub fn with_factors(mut self, k: usize, n: usize) -> Self {
+        let log_n = n.trailing_zeros() as usize;
+        while self.fixed.is_none() && self.permutations.len() < k {
+            self.permutations.push(Permutation::Identity);
+            self.sources.push(PermutationSource::Identity);
+            self.learned.extend(std::iter::repeat_n(true, log_n));
+        }
+        self
+    }
+
     /// 1 for every twiddle entry of a learned stage, 0 elsewhere, as the stacked twiddles.
     pub fn stage_mask(&self, n: usize) -> Vec<f64> {
         let per_stage = 2 * n;

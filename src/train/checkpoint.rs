@@ -33,7 +33,7 @@ use super::state::TrainState;
 use crate::backend::Precision;
 use crate::error::{Error, Result};
 use crate::files::write_atomic;
-use crate::nn::{Butterfly, ButterflyConfig, ButterflyInit, ButterflyProduct, ButterflyProductConfig, ModelChoice};
+use crate::nn::{Butterfly, ButterflyConfig, ButterflyInit, ButterflyProduct, ButterflyProductConfig};
 use crate::ops::{AdamOps, Permutation};
 use crate::reference::Target;
 use crate::tensors::float_tensor;
@@ -545,12 +545,12 @@ impl Checkpoint {
         if self.precision != precision {
             return Err(Error::invalid(op, format!("precision {} as in the checkpoint", self.precision), precision));
         }
-        if saved.model != new.model {
-            let name = |m: Option<ModelChoice>| m.map_or("the target's own", |m| m.name());
+        if saved.model != new.model || saved.chosen_factors() != new.chosen_factors() {
+            let name = |c: &TrainConfig| c.chosen_name().unwrap_or_else(|| "the target's own".into());
             return Err(Error::invalid(
                 op,
-                format!("the checkpoint's model class ({})", name(saved.model)),
-                format!("model class {}", name(new.model)),
+                format!("the checkpoint's model class ({})", name(saved)),
+                format!("model class {}", name(new)),
             ));
         }
         if saved.real != new.real {

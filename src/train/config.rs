@@ -264,6 +264,12 @@ train_config! {
         /// [`ModelChoice`].
         #[config(default = "None")]
         pub model: Option<ModelChoice>,
+        /// The number of (permutation, butterfly) factors of the class `model` `bpbp` trains:
+        /// K ≥ 2 gives (BP)^K in Dao et al.'s notation, every stage of every factor learned, the
+        /// later factors behind one permutation that the search finds with the first's (the
+        /// identity unless another fits). Unset: 2, BPBP. Only with `model` `bpbp`.
+        #[config(default = "None")]
+        pub factors: Option<usize>,
         /// Real butterflies: every twiddle's imaginary part stays 0 (the Hadamard transform's
         /// exact factorization is real; the other targets' are not).
         ///
@@ -389,6 +395,24 @@ pub fn grow_above_default(target: &Target, model: Option<ModelChoice>) -> usize 
 }
 
 impl TrainConfig {
+    /// The number of (permutation, butterfly) factors of the class chosen with `model`
+    /// ([`TrainConfig::factors`] for `bpbp`, 2 unset); `None` without a choice.
+    pub fn chosen_factors(&self) -> Option<usize> {
+        self.model.map(|m| match m {
+            ModelChoice::Bpbp => self.factors.unwrap_or(m.factors()),
+            m => m.factors(),
+        })
+    }
+
+    /// The name of the class chosen with `model`, as the report gives it: `B`, `BP`, `BPBP`,
+    /// or `(BP)^K` for more factors; `None` without a choice.
+    pub fn chosen_name(&self) -> Option<String> {
+        match (self.model, self.chosen_factors()) {
+            (Some(ModelChoice::Bpbp), Some(k)) if k > 2 => Some(format!("(BP)^{k}")),
+            (m, _) => m.map(|m| m.name().to_string()),
+        }
+    }
+
     /// Whether the run learns its first permutation under the real-output map (any class but
     /// one butterfly): such a permutation is learned at each size, so the run does not grow.
     pub fn learns_real_output_permutation(&self) -> bool {
@@ -427,6 +451,19 @@ impl TrainConfig {
         }
         positive("switch_rmse", self.switch_rmse)?;
         positive("cg_tol", self.cg_tol)?;
+        match (self.factors, self.model) {
+            (Some(k), Some(ModelChoice::Bpbp)) if k < 2 => {
+                return Err(Error::invalid("train", "factors ≥ 2 with model bpbp ((BP)^K)", k));
+            }
+            (Some(k), m) if m != Some(ModelChoice::Bpbp) => {
+                return Err(Error::invalid(
+                    "train",
+                    "factors only with model bpbp (the class (BP)^K)",
+                    format!("factors = {k} with model {}", m.map_or("unset", ModelChoice::as_str)),
+                ));
+            }
+            _ => {}
+        }
         if let Some(s) = self.stop_rmse {
             positive("stop_rmse", s)?;
         }

@@ -145,16 +145,20 @@ impl<'a, B: FftBackend> Run<'a, B> {
         cfg.validate()?;
         let n = cfg.n;
         let float = std::mem::size_of::<B::FloatElem>();
-        let factors = match (cfg.model, cfg.real_output) {
-            (Some(m), _) => m.factors(),
+        let factors = match (cfg.chosen_factors(), cfg.real_output) {
+            (Some(k), _) => k,
             (None, true) => ModelChoice::Bp.factors(),
             (None, false) => factor_count(&cfg.target),
         };
         // The class to train, from the target's matrix where one is at hand: the choice's or the
         // target's own, or with the real-output map the generic class of the choice.
-        let class_for = |dense: Option<&ComplexMatrix>| match cfg.real_output {
-            true => ModelClass::generic(cfg.model.unwrap_or(ModelChoice::Bp), n),
-            false => model_class_for(&cfg.target, n, dense, cfg.model),
+        let class_for = |dense: Option<&ComplexMatrix>| {
+            let class = match cfg.real_output {
+                true => ModelClass::generic(cfg.model.unwrap_or(ModelChoice::Bp), n),
+                false => model_class_for(&cfg.target, n, dense, cfg.model),
+            };
+            // (BP)^K: BPBP's later factors repeated.
+            class.map(|c| c.with_factors(cfg.chosen_factors().unwrap_or(0), n))
         };
         let rows = match &cfg.target {
             Target::Data(d) => d.rows(),

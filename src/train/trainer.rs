@@ -296,7 +296,8 @@ impl Trainer {
         if !cfg.grows_at(cfg.n) || cfg.learns_real_output_permutation() {
             return Ok(None);
         }
-        let class = model_class_for(&cfg.target, cfg.n, None, cfg.model)?;
+        let class = model_class_for(&cfg.target, cfg.n, None, cfg.model)?
+            .with_factors(cfg.chosen_factors().unwrap_or(0), cfg.n);
         let doubles = |p: &Permutation| matches!(p, Permutation::BitReversal | Permutation::Identity);
         if class.fixed.is_some() || !class.permutations.iter().all(doubles) {
             return Ok(None);
@@ -479,8 +480,10 @@ fn finish<B: FftBackend>(mut run: Run<'_, B>, selected: &Selected) -> Result<(Bu
         bar,
         reached: bar.is_some_and(|b| rmse <= b),
         model: match (cfg.model, cfg.real_output) {
-            (m, true) => format!("Re({})", m.unwrap_or(ModelChoice::Bp).name()),
-            (m, false) => m.map_or_else(|| model_name(&cfg.target), ModelChoice::name).to_string(),
+            (m, true) => {
+                format!("Re({})", cfg.chosen_name().unwrap_or_else(|| m.unwrap_or(ModelChoice::Bp).name().into()))
+            }
+            (_, false) => cfg.chosen_name().unwrap_or_else(|| model_name(&cfg.target).to_string()),
         },
         stages_learned,
         stages_fixed,

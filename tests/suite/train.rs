@@ -453,6 +453,26 @@ fn the_circulant_as_bpbp_learns_both_permutations() {
     }
 }
 
+/// (BP)^K, K = 3 (`factors`): three butterflies, every stage learned, the later two behind the
+/// identity unless the search finds another; the DFT (its first permutation identified from the
+/// matrix) and the Hartley transform (its first learned) reach the f64 bar at N = 8, and the
+/// report names the class and counts its stages.
+#[test]
+fn a_product_of_three_factors_trains_as_bp_cubed() {
+    use learned_fft::nn::ModelChoice;
+    for (target, first) in [(Target::Dft, PermutationSource::Identified), (Target::Hartley, PermutationSource::Learned)]
+    {
+        let config =
+            TrainConfig::new(8).with_target(target.clone()).with_model(Some(ModelChoice::Bpbp)).with_factors(Some(3));
+        let r = train(config, BackendKind::Ndarray, Precision::F64);
+        eprintln!("{:?} (BP)^3: rmse {:.3e} attempts {} in {:.1} s", target.kind(), r.rmse, r.attempts, r.seconds);
+        assert_bar(&r, Precision::F64);
+        assert!(r.reached, "{r:?}");
+        assert_eq!((r.model.as_str(), r.stages_learned, r.stages_fixed), ("(BP)^3", 9, 0));
+        assert_eq!((r.permutations.len(), r.permutations[0]), (3, first), "{r:?}");
+    }
+}
+
 /// The permutation search, from the objective alone, finds the class of the DCT-II's and the
 /// DST-II's first permutation in BPBP at N = 32 (that of Makhoul's order followed by the bit
 /// reversal, read here only to check the answer): the self-similar candidates hold it. Before
@@ -1021,6 +1041,13 @@ fn resume_with_changed_shapes_is_refused() {
     let err = Trainer::new(config).unwrap().with_resume(true).run(BackendKind::Ndarray, Precision::F32, &mut ());
     let msg = err.expect_err("resuming in another model class is refused").to_string();
     assert!(msg.contains("the checkpoint's model class (the target's own)") && msg.contains("BPBP"), "{msg}");
+    let config = TrainConfig::new(8)
+        .with_checkpoint_dir(Some(dir.display().to_string()))
+        .with_model(Some(learned_fft::nn::ModelChoice::Bpbp))
+        .with_factors(Some(3));
+    let err = Trainer::new(config).unwrap().with_resume(true).run(BackendKind::Ndarray, Precision::F32, &mut ());
+    let msg = err.expect_err("resuming in (BP)^3 is refused").to_string();
+    assert!(msg.contains("(BP)^3"), "{msg}");
     let config = TrainConfig::new(8).with_checkpoint_dir(Some(dir.display().to_string())).with_real(true);
     let err = Trainer::new(config).unwrap().with_resume(true).run(BackendKind::Ndarray, Precision::F32, &mut ());
     let msg = err.expect_err("resuming complex butterflies as real ones is refused").to_string();
@@ -1258,6 +1285,15 @@ fn bad_configs_are_refused() {
         (TrainConfig::new(16).with_lr(-1.0), "lr"),
         (TrainConfig::new(16).with_checkpoint_every(0), "checkpoint_every"),
         (TrainConfig::new(16).with_target(learned_fft::Target::Circulant { kernel: vec![1.0; 8] }), "circulant"),
+        (TrainConfig::new(16).with_factors(Some(3)), "factors only with model bpbp"),
+        (
+            TrainConfig::new(16).with_model(Some(learned_fft::nn::ModelChoice::Bp)).with_factors(Some(3)),
+            "factors only with model bpbp",
+        ),
+        (
+            TrainConfig::new(16).with_model(Some(learned_fft::nn::ModelChoice::Bpbp)).with_factors(Some(1)),
+            "factors ≥ 2",
+        ),
     ] {
         let err = Trainer::new(config).expect_err("refused");
         assert!(err.to_string().contains(needle), "{err}");
