@@ -301,7 +301,7 @@ fn search_fitted<B: FftBackend>(
             break 'search;
         }
         // The relaxations, the later factors behind the best candidate's.
-        let later = best_of(tried.clone())?.later;
+        let later = lowest(&tried)?.later.clone();
         for s in 0..search.seeds as u64 {
             let seed = seed.wrapping_add(s.wrapping_mul(0x9e37_79b9));
             for after in [Permutation::Identity, Permutation::BitReversal] {
@@ -336,12 +336,16 @@ fn stands_apart(tried: &[Scored]) -> bool {
 
 /// The best scored of `tried`.
 fn best_of(tried: Vec<Scored>) -> Result<LearnedPermutation> {
-    let best = tried
+    let Scored { first, later, score } = lowest(&tried)?.clone();
+    Ok(LearnedPermutation { permutation: first, later, score, tried })
+}
+
+/// The candidate of `tried` that scored lowest.
+fn lowest(tried: &[Scored]) -> Result<&Scored> {
+    tried
         .iter()
         .min_by(|a, b| a.score.total_cmp(&b.score))
-        .cloned()
-        .ok_or_else(|| Error::invalid("train.learn_permutation", "at least one seed", 0))?;
-    Ok(LearnedPermutation { permutation: best.first, later: best.later, score: best.score, tried })
+        .ok_or_else(|| Error::invalid("train.learn_permutation", "at least one seed", 0))
 }
 
 /// Seeds [`choose_doubling`] fits each candidate from: a fit from random weights can stall

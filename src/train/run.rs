@@ -152,13 +152,10 @@ impl<'a, B: FftBackend> Run<'a, B> {
         };
         // The class to train, from the target's matrix where one is at hand: the choice's or the
         // target's own, or with the real-output map the generic class of the choice.
-        let class_for = |dense: Option<&ComplexMatrix>| {
-            let class = match cfg.real_output {
-                true => ModelClass::generic(cfg.model.unwrap_or(ModelChoice::Bp), n),
-                false => model_class_for(&cfg.target, n, dense, cfg.model),
-            };
-            // (BP)^K: BPBP's later factors repeated.
-            class.map(|c| c.with_factors(cfg.chosen_factors().unwrap_or(0), n))
+        let class_for = |dense: Option<&ComplexMatrix>| match cfg.real_output {
+            true => Ok(ModelClass::generic(cfg.model.unwrap_or(ModelChoice::Bp), n)?
+                .with_factors(cfg.chosen_factors().unwrap_or(0), n)),
+            false => chosen_class(cfg, n, dense),
         };
         let rows = match &cfg.target {
             Target::Data(d) => d.rows(),
@@ -642,6 +639,13 @@ pub const REST_INIT_WEIGHT: f64 = 0.1;
 /// ([`REST_INIT_WEIGHT`]) when the class fixes some stages, Haar-random blocks otherwise (seed
 /// `cfg.seed + attempt`, see [`ButterflyProductConfig::init`] for each factor's); and the
 /// class's values in the stages it does not learn.
+/// The class a run at size `n` trains ([`model_class_for`] with `dense`, the target's matrix
+/// where at hand), with the factors [`TrainConfig::factors`] asks for: (BP)^K repeats BPBP's
+/// later factor.
+pub(super) fn chosen_class(cfg: &TrainConfig, n: usize, dense: Option<&ComplexMatrix>) -> Result<ModelClass> {
+    Ok(model_class_for(&cfg.target, n, dense, cfg.model)?.with_factors(cfg.chosen_factors().unwrap_or(0), n))
+}
+
 fn fresh_layer<B: FftBackend>(
     cfg: &TrainConfig,
     class: &ModelClass,

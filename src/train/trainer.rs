@@ -18,7 +18,7 @@ use super::state::Phase;
 use crate::backend::{dispatch, BackendKind, BackendTask, FftBackend, Precision, Selected};
 use crate::error::{Error, Result};
 use crate::metrics::{self, FloorSource};
-use crate::nn::{model_class_for, Butterfly, ButterflyProduct, ModelChoice, PermutationSource};
+use crate::nn::{Butterfly, ButterflyProduct, ModelChoice, PermutationSource};
 use crate::ops::Permutation;
 use crate::reference::factorizations::{model_name, Factor};
 use crate::reference::{Operator, Target};
@@ -296,8 +296,7 @@ impl Trainer {
         if !cfg.grows_at(cfg.n) || cfg.learns_real_output_permutation() {
             return Ok(None);
         }
-        let class = model_class_for(&cfg.target, cfg.n, None, cfg.model)?
-            .with_factors(cfg.chosen_factors().unwrap_or(0), cfg.n);
+        let class = super::run::chosen_class(cfg, cfg.n, None)?;
         let doubles = |p: &Permutation| matches!(p, Permutation::BitReversal | Permutation::Identity);
         if class.fixed.is_some() || !class.permutations.iter().all(doubles) {
             return Ok(None);
