@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use clap::Subcommand;
 use learned_fft::backend::dispatch;
+use learned_fft::nn::ModelChoice;
 use learned_fft::{Result, TargetKind};
 use serde_json::{json, Value};
 
@@ -38,6 +39,12 @@ pub enum BenchCommand {
         /// Grow from N/2 above this size (default: each target's, see `train --grow-above`).
         #[arg(long)]
         grow_above: Option<usize>,
+        /// Model class for every run instead of each target's own (see `train --model`).
+        #[arg(long, value_parser = one_of(&ModelChoice::VARIANTS, ModelChoice::as_str))]
+        model: Option<ModelChoice>,
+        /// Factors of the class `--model bpbp` trains (see `train --factors`).
+        #[arg(long, requires = "model")]
+        factors: Option<usize>,
         /// Stop each run as soon as it is under the bar (time to the bar).
         #[arg(long)]
         to_bar: bool,
@@ -200,6 +207,8 @@ pub fn run(command: BenchCommand, global: &Global) -> Result<Value> {
             seeds,
             first_seed,
             grow_above,
+            model,
+            factors,
             to_bar,
             own_floor,
             ship,
@@ -214,6 +223,8 @@ pub fn run(command: BenchCommand, global: &Global) -> Result<Value> {
                 seeds,
                 first_seed,
                 grow_above,
+                model,
+                factors,
                 backend: kind,
                 precision,
                 to_bar,

@@ -11,8 +11,7 @@ use serde::{Deserialize, Serialize};
 use learned_fft::backend::{dispatch, local_devices, BackendKind, BackendTask, FftBackend, Precision, Selected};
 use learned_fft::error::{Error, Result};
 use learned_fft::files::write_atomic;
-use learned_fft::nn::PermutationSource;
-use learned_fft::reference::factorizations::model_name;
+use learned_fft::nn::{ModelChoice, PermutationSource};
 use learned_fft::train::checkpoint::{self, Checkpoint, CHECKPOINT_FILE};
 use learned_fft::train::{Observer, TrainConfig, TrainReport, Trainer};
 use learned_fft::{metrics, Permutation, Target, TargetKind};
@@ -36,6 +35,10 @@ pub struct Sweep {
     pub first_seed: usize,
     /// [`TrainConfig::grow_above`] for every run (`None`: each target's default).
     pub grow_above: Option<usize>,
+    /// [`TrainConfig::model`] for every run (`None`: each target's own class).
+    pub model: Option<ModelChoice>,
+    /// [`TrainConfig::factors`] for every run.
+    pub factors: Option<usize>,
     /// Backend.
     pub backend: BackendKind,
     /// Precision.
@@ -129,7 +132,7 @@ pub struct ManifestEntry {
     /// The number of (permutation, butterfly) factors of its model class (absent: one).
     #[serde(default)]
     pub factors: Option<usize>,
-    /// Its model class (`reference::factorizations::model_name`: BP, BPBP or BP+M; absent in
+    /// Its model class, as the run's report names it (BP, BPBP, (BP)^K or BP+M; absent in
     /// manifests written before products).
     #[serde(default)]
     pub model: Option<String>,
@@ -180,7 +183,7 @@ impl Sweep {
         }
         let mut rows = Vec::new();
         for (&kind, &n) in self.targets.iter().flat_map(|k| self.sizes.iter().map(move |n| (k, n))) {
-            TrainConfig::new(n).validate()?;
+            TrainConfig::new(n).with_model(self.model).with_factors(self.factors).validate()?;
             let mut trainers = Vec::new();
             let mut bars = Vec::new();
             let mut dirs = Vec::new();
@@ -196,6 +199,8 @@ impl Sweep {
                     .with_target(target)
                     .with_seed(seed)
                     .with_grow_above(self.grow_above)
+                    .with_model(self.model)
+                    .with_factors(self.factors)
                     .with_own_floor(self.own_floor)
                     .with_checkpoint_dir(Some(dir.display().to_string()))
                     .with_checkpoint_every(1_000_000);
@@ -351,7 +356,7 @@ fn ship_checkpoint(dir: &Path, checkpoint: &Path, r: &TrainReport) -> Result<()>
         target: r.target.kind().to_string(),
         permutation: perms.first().filter(|p| !matches!(p, Permutation::Gather(_))).cloned(),
         factors: Some(perms.len()),
-        model: Some(model_name(&r.target).to_string()),
+        model: Some(r.model.clone()),
         precision: r.backend.precision,
         rmse: r.rmse,
         floor: r.floor,

@@ -52,7 +52,7 @@ use burn::tensor::Tensor;
 
 use super::config::TrainConfig;
 use super::lm::{Polish, PolishSettings, Twiddles};
-use super::objective::{scalar, Objective};
+use super::objective::{scalar, Objective, Probes};
 use super::run::INITIAL_LOG2_LAMBDA;
 use crate::backend::FftBackend;
 use crate::error::{Error, Result};
@@ -61,6 +61,7 @@ use crate::nn::{
     RelaxedPermutationConfig,
 };
 use crate::ops::Permutation;
+use crate::reference::factorizations::Factor;
 use crate::reference::identify::butterfly_representative;
 use crate::reference::Operator;
 
@@ -129,6 +130,19 @@ pub struct LearnedPermutation {
     /// Every candidate scored, in the order tried.
     pub tried: Vec<Scored>,
 }
+
+/// What a run's permutation search hands the run: the permutations it kept, how they were
+/// obtained, and the butterflies fitted behind them (in f64; none where the fit did not come
+/// below the early stop).
+pub(super) struct Searched {
+    pub learned: LearnedPermutation,
+    pub source: PermutationSource,
+    pub fitted: Vec<Factor>,
+}
+
+/// An f32 run's search, done in f64 on these probes (the run's): the number of factors, and
+/// whether the run is a chain's bottom (see [`search_permutations`]).
+pub(super) type SearchInF64<'a> = dyn Fn(&Probes, usize, bool) -> Result<Searched> + 'a;
 
 /// A candidate the search scored.
 #[derive(Clone, Debug)]
@@ -241,7 +255,7 @@ impl<'a, B: FftBackend> Scorer<'a, B> {
 }
 
 /// [`learn_permutation`], and the butterflies its best candidate's scoring fit ended with where
-/// that fit came below the early stop (none otherwise: see [`first_permutation`]).
+/// that fit came below the early stop (none otherwise).
 fn search_fitted<B: FftBackend>(
     objective: &Objective<B>,
     factors: usize,

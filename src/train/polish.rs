@@ -97,6 +97,14 @@ impl<B: FftBackend> Run<'_, B> {
     /// is kept, and where none does the twiddles go back. Setting a run and going back each
     /// count as one step, recorded, so every record has a step of its own.
     fn finish_on_the_grid(&mut self, polish: &mut Polish<'_, B>, settings: &PolishSettings) -> Result<()> {
+        self.snapping = true;
+        let finished = self.try_short_runs(polish, settings);
+        self.snapping = false;
+        finished
+    }
+
+    /// [`Run::finish_on_the_grid`]'s runs, with no checkpoint written (`Run::snapping`).
+    fn try_short_runs(&mut self, polish: &mut Polish<'_, B>, settings: &PolishSettings) -> Result<()> {
         let short = polish.short_stages();
         let before = polish.save_point();
         for run in (1..=short.len()).rev().take(SNAP_RUNS) {

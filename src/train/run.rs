@@ -19,7 +19,7 @@ use super::logging::TensorBoard;
 use super::objective::{self, scalar, Objective, Probes};
 use super::observer::{Observer, Progress};
 use super::optimizer::FusedAdam;
-use super::permutation;
+use super::permutation::{self, SearchInF64};
 use super::state::{Phase, TrainState};
 use crate::backend::{FftBackend, Precision};
 use crate::error::{Error, Result};
@@ -27,8 +27,8 @@ use crate::files;
 use crate::memory;
 use crate::metrics::FloorSource;
 use crate::nn::{
-    exact_product, model_class_for, ButterflyInit, ButterflyProduct, ButterflyProductConfig, ModelChoice, ModelClass,
-    PermutationSource,
+    exact_product, model_class_for, Butterfly, ButterflyInit, ButterflyProduct, ButterflyProductConfig, ModelChoice,
+    ModelClass, PermutationSource,
 };
 use crate::ops::Permutation;
 use crate::reference::factorizations::factor_count;
@@ -57,6 +57,9 @@ pub(super) struct RunOptions<'a, B: FftBackend> {
     /// ([`super::trainer::Trainer`]'s nearest solution): its permutations are the run's, and
     /// none is searched for (a user's few pairs would search again for nothing).
     pub given_start: bool,
+    /// In f32: the permutation search, done in f64 (in f32 the scoring polish can stall behind
+    /// the right permutation as behind the wrong ones; see `Trainer::search_in_f64`).
+    pub search: Option<&'a SearchInF64<'a>>,
     /// A grown run's half-size run, whose layer the run at 2N doubles: a product's first
     /// permutation, where it is learned, is one the doubling carries up (see `Run::start`).
     pub doubled: bool,
@@ -129,6 +132,10 @@ pub(super) struct Run<'a, B: FftBackend> {
     history: Vec<Progress>,
     ckpt_path: Option<PathBuf>,
     last_ckpt: Option<usize>,
+    /// In the f32 finish (`polish::finish_on_the_grid`), whose stages fixed and save point a
+    /// checkpoint does not hold: none is written there, and a stop leaves the last one, from
+    /// which a resumed run takes the uninterrupted run's path.
+    pub(super) snapping: bool,
     tb: Option<TensorBoard>,
     clock: Instant,
     base_seconds: f64,
@@ -231,7 +238,6 @@ impl<'a, B: FftBackend> Run<'a, B> {
         let objective = Objective::<B>::from_probes(&probes, device).with_real_output(cfg.real_output);
         let inner_objective =
             Objective::<B::InnerBackend>::from_probes(&probes, device).with_real_output(cfg.real_output);
-        drop(probes);
         // Pairs too few to determine the matrix, the real-output map (whose real part does not
         // show a butterfly's structure), a product whose first permutation the matrix does not
         // give: a fresh run searches for the first permutation (`searched_first`); a resumed run
@@ -251,8 +257,14 @@ impl<'a, B: FftBackend> Run<'a, B> {
             // Under the real-output map one butterfly, as measured there; otherwise the class's.
             let factors = if cfg.real_output { 1 } else { class.permutations.len() };
             let doubles = learns_product && options.doubled;
-            let (learned, source, fitted) =
-                permutation::search_permutations(cfg, &objective, factors, doubles, options.stop, device)?;
+            let (learned, source, fitted) = match options.search {
+                Some(search) => {
+                    let s = search(&probes, factors, doubles)?;
+                    let fitted = s.fitted.iter().map(|f| Butterfly::from_factor(f, device)).collect::<Result<_>>()?;
+                    (s.learned, s.source, fitted)
+                }
+                None => permutation::search_permutations(cfg, &objective, factors, doubles, options.stop, device)?,
+            };
             // A product's first attempt starts from the butterflies the search fitted behind the
             // permutation it kept (learned from random weights there), straight into the polish,
             // where that fit came below the search's early stop (none are handed over otherwise):
@@ -274,6 +286,7 @@ impl<'a, B: FftBackend> Run<'a, B> {
             }
         }
         let search_seconds = searched.elapsed().as_secs_f64();
+        drop(probes);
         // The exact factorization's floor, or none yet where the floor is found at each
         // attempt's end (`refine`).
         let solution = match options.refine {
@@ -386,6 +399,7 @@ impl<'a, B: FftBackend> Run<'a, B> {
             history,
             ckpt_path,
             last_ckpt: resumed_from,
+            snapping: false,
             tb,
             clock: Instant::now(),
             base_seconds,
@@ -487,6 +501,7 @@ impl<'a, B: FftBackend> Run<'a, B> {
     /// was asked for.
     pub fn checkpoint_due(&self) -> bool {
         self.ckpt_path.is_some()
+            && !self.snapping
             && (self.state.step.is_multiple_of(self.cfg.checkpoint_every) || self.stop_asked())
             && self.last_ckpt != Some(self.state.step)
     }
@@ -498,7 +513,7 @@ impl<'a, B: FftBackend> Run<'a, B> {
 
     /// Ends the run with [`Error::Interrupted`] once a stop was asked for (call it after the
     /// checkpoint of the step): the checkpoint then holds the state at this step, and a resume
-    /// takes this step next.
+    /// takes this step next (in the f32 finish, the last checkpoint's step: see `snapping`).
     pub fn stop_if_asked(&mut self) -> Result<()> {
         if !self.stop_asked() {
             return Ok(());
@@ -506,10 +521,11 @@ impl<'a, B: FftBackend> Run<'a, B> {
         if let Some(tb) = self.tb.as_mut() {
             tb.flush()?;
         }
-        Err(Error::Interrupted {
-            step: self.state.step,
-            checkpoint: self.ckpt_path.as_ref().map(|p| p.display().to_string()),
-        })
+        let step = match (self.snapping, self.last_ckpt) {
+            (true, Some(saved)) => saved,
+            _ => self.state.step,
+        };
+        Err(Error::Interrupted { step, checkpoint: self.ckpt_path.as_ref().map(|p| p.display().to_string()) })
     }
 
     /// Writes the checkpoint (atomically), with the optimiser's record while Adam runs.

@@ -11,8 +11,9 @@ use serde::Serialize;
 
 use super::checkpoint;
 use super::config::TrainConfig;
-use super::objective::{scalar, DENSE_MAX_N};
+use super::objective::{scalar, Objective, Probes, DENSE_MAX_N};
 use super::observer::{AttemptLog, Observer, Progress};
+use super::permutation::{self, SearchInF64, Searched};
 use super::run::{Grown, Refine, Run, RunOptions};
 use super::state::Phase;
 use crate::backend::{dispatch, BackendKind, BackendTask, FftBackend, Precision, Selected};
@@ -196,11 +197,17 @@ impl Trainer {
         let cfg = &self.config;
         let refines = Precision::of::<B>() == Precision::F32 && (cfg.own_floor || cfg.target.is_users());
         let refine: Option<&Refine<'_, B>> = if refines { Some(&nearest) } else { None };
+        let in_f64 = |probes: &Probes, factors: usize, doubles: bool| {
+            self.search_in_f64::<B>(probes, factors, doubles, device, selected)
+        };
+        let f32 = Precision::of::<B>() == Precision::F32;
+        let search: Option<&SearchInF64<'_>> = if f32 { Some(&in_f64) } else { None };
         let options = RunOptions {
             resume: self.resume,
             stop: self.stop.as_deref(),
             grow: &grow,
             refine,
+            search,
             given_start: false,
             doubled: self.half,
         };
@@ -225,6 +232,19 @@ impl Trainer {
         selected: &Selected,
         observer: &mut dyn Observer,
     ) -> Result<Option<ButterflyProduct<B::InnerBackend>>> {
+        let trainer = self.in_f64();
+        let (kind, on) = f64_backend::<B>(selected, device);
+        let task = InF64 { trainer: &trainer, start: layer.to_factors(), on, device_name: &selected.device, observer };
+        let Some(factors) = dispatch(kind, Precision::F64, task)? else {
+            return Ok(None);
+        };
+        let factors = factors.into_iter().map(|f| Butterfly::from_factor(&f, device)).collect::<Result<Vec<_>>>()?;
+        Ok(Some(ButterflyProduct { factors }))
+    }
+
+    /// This run's config as an f64 polish takes it: no checkpoints, logs, early stop or
+    /// restarts.
+    fn in_f64(&self) -> Trainer {
         let config = TrainConfig {
             checkpoint_dir: None,
             log_dir: None,
@@ -233,17 +253,30 @@ impl Trainer {
             own_floor: false,
             ..self.config.clone()
         };
-        let trainer = Trainer { config, resume: false, stop: self.stop.clone(), half: false };
-        let (kind, on) = match selected.kind {
-            BackendKind::Wgpu => (BackendKind::Ndarray, None),
-            kind => (kind, Some(device.to_id())),
-        };
-        let task = InF64 { trainer: &trainer, start: layer.to_factors(), on, device_name: &selected.device, observer };
-        let Some(factors) = dispatch(kind, Precision::F64, task)? else {
-            return Ok(None);
-        };
-        let factors = factors.into_iter().map(|f| Butterfly::from_factor(&f, device)).collect::<Result<Vec<_>>>()?;
-        Ok(Some(ButterflyProduct { factors }))
+        Trainer { config, resume: false, stop: self.stop.clone(), half: false }
+    }
+
+    /// An f32 run's permutation search, done in f64 on the backend and device
+    /// [`Trainer::nearest_solution`] polishes on, on the run's probes; then, where it hands
+    /// butterflies over (its fit came below the early stop), the f64 polish from them
+    /// ([`Trainer::polish_from`]), whose solution is handed over where it reaches the f64 bar.
+    /// In f32 the scoring polish stalls where the fit left it behind the right permutation as
+    /// behind the wrong ones (the DCT-II in BPBP at N = 64: 1.56e-2 behind its own class, where
+    /// f64's falls to 3.7e-4), so no candidate stands apart and every one is scored; and the f32
+    /// polish from the search's fit can stall above the bar (the Hartley transform's at N = 64
+    /// at 8.8e-7). Both are the run's own signals in f64, as its floor is (`own_floor`).
+    fn search_in_f64<B: FftBackend>(
+        &self,
+        probes: &Probes,
+        factors: usize,
+        doubles: bool,
+        device: &B::Device,
+        selected: &Selected,
+    ) -> Result<Searched> {
+        let trainer = self.in_f64();
+        let (kind, on) = f64_backend::<B>(selected, device);
+        let task = SearchTask { trainer: &trainer, probes, factors, doubles, on, device_name: &selected.device };
+        dispatch(kind, Precision::F64, task)
     }
 
     /// The run from the twiddles `start` straight into the polish, with no restart (the start
@@ -266,6 +299,7 @@ impl Trainer {
             stop: self.stop.as_deref(),
             grow: &grow,
             refine: None,
+            search: None,
             given_start: true,
             doubled: false,
         };
@@ -496,6 +530,58 @@ fn finish<B: FftBackend>(mut run: Run<'_, B>, selected: &Selected) -> Result<(Bu
     Ok((layer, report))
 }
 
+/// Where an f32 run's work in f64 runs: on the run's own backend and device where that computes
+/// in f64 (CUDA, candle, ndarray), on the CPU (ndarray) for wgpu, which has no f64.
+fn f64_backend<B: FftBackend>(selected: &Selected, device: &B::Device) -> (BackendKind, Option<DeviceId>) {
+    match selected.kind {
+        BackendKind::Wgpu => (BackendKind::Ndarray, None),
+        kind => (kind, Some(device.to_id())),
+    }
+}
+
+/// The device `on` (the f32 run's) where given, described as the f32 run's; `device` otherwise.
+fn on_device<C: FftBackend>(
+    on: Option<DeviceId>,
+    name: &str,
+    device: C::Device,
+    selected: &Selected,
+) -> (C::Device, Selected) {
+    match on {
+        Some(id) => (C::Device::from_id(id), Selected { device: name.to_string(), ..selected.clone() }),
+        None => (device, selected.clone()),
+    }
+}
+
+/// [`Trainer::search_in_f64`] on the backend [`dispatch`] picks.
+struct SearchTask<'a> {
+    trainer: &'a Trainer,
+    probes: &'a Probes,
+    factors: usize,
+    doubles: bool,
+    on: Option<DeviceId>,
+    device_name: &'a str,
+}
+
+impl BackendTask for SearchTask<'_> {
+    type Output = Searched;
+    fn run<C: FftBackend>(self, device: C::Device, selected: &Selected) -> Result<Self::Output> {
+        let (device, selected) = on_device::<C>(self.on, self.device_name, device, selected);
+        let (cfg, stop) = (&self.trainer.config, self.trainer.stop.as_deref());
+        let objective = Objective::<C>::from_probes(self.probes, &device).with_real_output(cfg.real_output);
+        let (learned, source, fitted) =
+            permutation::search_permutations(cfg, &objective, self.factors, self.doubles, stop, &device)?;
+        drop(objective);
+        let mut fitted = ButterflyProduct { factors: fitted }.to_factors();
+        if !fitted.is_empty() {
+            let (layer, report) = self.trainer.polish_from::<C>(&fitted, &device, &selected, &mut ())?;
+            if report.reached {
+                fitted = layer.to_factors();
+            }
+        }
+        Ok(Searched { learned, source, fitted })
+    }
+}
+
 /// The f64 polish of [`Trainer::nearest_solution`] on the backend [`dispatch`] picks, on device
 /// `on` where given (the f32 run's, for a backend with both precisions on one device type),
 /// from `start`; its factors in f64 when it reached its bar.
@@ -511,10 +597,7 @@ struct InF64<'a> {
 impl BackendTask for InF64<'_> {
     type Output = Option<Vec<Factor>>;
     fn run<C: FftBackend>(self, device: C::Device, selected: &Selected) -> Result<Self::Output> {
-        let (device, selected) = match self.on {
-            Some(id) => (C::Device::from_id(id), Selected { device: self.device_name.to_string(), ..selected.clone() }),
-            None => (device, selected.clone()),
-        };
+        let (device, selected) = on_device::<C>(self.on, self.device_name, device, selected);
         let (layer, report) = self.trainer.polish_from::<C>(&self.start, &device, &selected, self.observer)?;
         Ok(report.reached.then(|| layer.to_factors()))
     }

@@ -418,10 +418,25 @@ fn real_transforms_as_bpbp_learn_their_first_permutation() {
                     (r.model.as_str(), r.stages_learned, r.stages_fixed, &r.permutations[..]),
                     ("BPBP", learned, 0, &[PermutationSource::Learned, PermutationSource::Identity][..])
                 );
+                // An f32 run searches in f64 and hands over the f64 polish's solution: its first
+                // record is that solution rounded, already near the bar (the f32 search's fit,
+                // handed over before, started at up to 1e-3 of the target's scale).
+                if precision == Precision::F32 {
+                    let first = &r.history[0];
+                    let bar = r.bar.expect("an f32 bar");
+                    assert_eq!((first.phase, first.attempt), (Phase::Polish, 0), "{first:?}");
+                    assert!(first.rmse <= HANDED_OVER * bar, "first record {first:?}, bar {bar:.2e}");
+                }
             }
         }
     }
 }
+
+/// How far above its bar an f32 run may start from an f64 solution handed over: that solution
+/// rounded to f32 in the gauge the f64 polish left it in (the trainer's own gauge fixing comes
+/// after), which rounds up to a few times the floor; 1e-3 of the target's scale, where the
+/// search's f32 fit was handed over, is 10⁴ × the bar and more.
+const HANDED_OVER: f64 = 10.0;
 
 /// The circulant (a standard-normal kernel) as BPBP, every stage learned from random weights and
 /// its permutations learned from its objective (no table, no eigenstructure): it reaches the
@@ -1352,7 +1367,9 @@ fn resumed_run_follows_the_uninterrupted_run() {
 /// The same for runs whose first permutation was learned before their first step (the
 /// real-output map's, and the DCT-II's in BPBP): the resumed run takes it from the checkpoint's
 /// layer (a different permutation would leave the uninterrupted run's path), and its report
-/// still says it was learned.
+/// still says it was learned. The DCT-II's f32 run starts from the f64 solution its search
+/// hands over, so the kill falls after its f32 finish began, where no checkpoint is written:
+/// the resumed run takes the one before and replays the finish.
 #[test]
 fn a_resumed_run_keeps_its_learned_permutation() {
     let report = resumed_run_follows(&["--n", "8", "--target", "hartley", "--real-output"], "resume-real", Phase::Adam);
