@@ -194,9 +194,9 @@ impl<B: Backend> ButterflyProduct<B> {
         Ok(Some((ButterflyProduct { factors }, grown.rmse)))
     }
 
-    /// Transform size N.
+    /// Transform size N (0 for a product of no factors).
     pub fn n(&self) -> usize {
-        self.factors[0].n()
+        self.factors.first().map_or(0, Butterfly::n)
     }
 
     /// The number of factors K.

@@ -571,13 +571,13 @@ impl BackendTask for SearchTask<'_> {
         let (learned, source, fitted) =
             permutation::search_permutations(cfg, &objective, self.factors, self.doubles, stop, &device)?;
         drop(objective);
-        let mut fitted = ButterflyProduct { factors: fitted }.to_factors();
-        if !fitted.is_empty() {
-            let (layer, report) = self.trainer.polish_from::<C>(&fitted, &device, &selected, &mut ())?;
-            if report.reached {
-                fitted = layer.to_factors();
-            }
+        // None where the search's best fit stayed above its early stop.
+        if fitted.is_empty() {
+            return Ok(Searched { learned, source, fitted: Vec::new() });
         }
+        let fitted = ButterflyProduct { factors: fitted }.to_factors();
+        let (layer, report) = self.trainer.polish_from::<C>(&fitted, &device, &selected, &mut ())?;
+        let fitted = if report.reached { layer.to_factors() } else { fitted };
         Ok(Searched { learned, source, fitted })
     }
 }

@@ -305,6 +305,33 @@ fn a_matrix_no_butterfly_represents_ends_with_its_rmse_and_exit_1() {
     assert!(report["train"]["rmse"].as_f64().is_some_and(|r| r.is_finite() && r > 1e-3), "{report}");
 }
 
+/// An f32 run of a product searches in f64 and hands over butterflies only where the search's
+/// best fit came below its early stop: BPBP fits a random unitary at N = 16 behind no candidate,
+/// so nothing is handed over, and the run trains from random weights and ends with its rmse,
+/// exit 1 (an empty hand-over once panicked).
+#[test]
+fn an_f32_product_whose_search_fits_nothing_ends_with_its_rmse_and_exit_1() {
+    let dir = scratch("unitary-bpbp-f32");
+    let path = dir.join("u.npy");
+    save_npy(&path, &[16, 16], entries(&random_unitary(16, SEED)));
+    let mut args = train_file_args(&dir, &path, &["--model", "bpbp", "--restarts", "0", "--adam-steps", "300"]);
+    args.extend(["--polish-iters", "20"].map(String::from));
+    let f64_at = args.iter().position(|a| a == "f64").expect("the precision");
+    args[f64_at] = "f32".into();
+    let out = cli(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    let report = last_json(&out);
+    assert_eq!((report["train"]["reached"].as_bool(), report["train"]["model"].as_str()), (Some(false), Some("BPBP")));
+    assert!(report["train"]["rmse"].as_f64().is_some_and(|r| r.is_finite() && r > 1e-3), "{report}");
+    // Trained from random weights: its first record is Adam's.
+    let first = err
+        .lines()
+        .find_map(|l| serde_json::from_str::<serde_json::Value>(l).ok().filter(|v| v["progress"].is_object()));
+    assert_eq!(first.map(|v| v["progress"]["phase"].clone()), Some(serde_json::json!("adam")), "{err}");
+}
+
 #[test]
 fn bad_target_files_are_refused_naming_the_file_and_the_problem() {
     let dir = scratch("bad-target-files");
