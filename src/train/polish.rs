@@ -19,6 +19,31 @@ use crate::tensors::{float_tensor, to_f64_vec};
 /// Hadamard transform at N = 128 the second run (every stage but the scale's) is the one.
 const SNAP_RUNS: usize = 3;
 
+/// Polish steps over which the polish's rate is measured ([`Run::crawls`]); the first window
+/// is not judged (the damping starts large, and the first steps are short).
+pub(super) const CRAWL_WINDOW: usize = 20;
+
+/// How many times its remaining steps a polish may need, at its last window's rate, to reach
+/// the bar before the attempt is given up as crawling (then the run restarts, as after a stall).
+/// The DST-II in BPBP at N = 64 (f64, seed 0), handed over from the search at rmse 1.25e-4, fell
+/// to 9.9e-8 in 50 steps and then by 1.5 decades in 250 (3.3e-9 when its 300 steps ran out,
+/// 690 s on two CPU cores), where its next attempt from random weights reached 1.9e-17 in 30
+/// polish steps; the Hartley transform's (seed 1), about a decade of rmse in 20 steps from
+/// 1e-4 down, reached 2.5e-17 in 282. A margin of 2 cuts the first and keeps the second.
+const CRAWL_MARGIN: f64 = 2.0;
+
+/// Whether a polish whose loss fell from `then` to `now` in `steps` steps needs, at that rate
+/// (decades per step), more than [`CRAWL_MARGIN`] × `remaining` steps to reach `target`. A
+/// loss at or below the target, or one that did not fall, is not crawling (the second is the
+/// stall test's).
+fn crawling(then: f64, now: f64, steps: usize, target: f64, remaining: usize) -> bool {
+    if !(now > target && then > now && steps > 0) {
+        return false;
+    }
+    let rate = (then / now).log10() / steps as f64;
+    (now / target).log10() / rate > CRAWL_MARGIN * remaining as f64
+}
+
 impl<B: FftBackend> Run<'_, B> {
     /// Runs the polish phase to its end (nothing happens if the run is not in it).
     pub(super) fn polish(&mut self) -> Result<()> {
@@ -34,7 +59,7 @@ impl<B: FftBackend> Run<'_, B> {
         };
         let (stopped, loss) = loop {
             let (stopped, loss) = self.polish_stage(&settings)?;
-            let more = self.cfg.fix_gauge && !self.state.gauge_fixed && !stopped;
+            let more = self.cfg.fix_gauge && !self.state.gauge_fixed && !stopped && !self.state.crawled;
             if !more || self.state.attempt_step >= self.cfg.polish_iters || !self.enter_fixed_gauge() {
                 break (stopped, loss);
             }
@@ -137,7 +162,8 @@ impl<B: FftBackend> Run<'_, B> {
     ) -> Result<()> {
         let mut first = true;
         loop {
-            let done = polish.done(settings) || self.state.attempt_step >= self.cfg.polish_iters;
+            let done =
+                polish.done(settings) || self.state.attempt_step >= self.cfg.polish_iters || self.crawls(polish.loss);
             if self.logs(done) && !(first && logged) {
                 self.report(polish.loss, None)?;
             }
@@ -155,6 +181,26 @@ impl<B: FftBackend> Run<'_, B> {
             self.state.attempt_step += 1;
         }
         Ok(())
+    }
+
+    /// Whether the polish crawls ([`CRAWL_MARGIN`]), judged at the end of each window of
+    /// [`CRAWL_WINDOW`] polish steps but the first, against the bar as the device measures it
+    /// (none where the floor is found at the attempt's end: then never); opens the next window.
+    /// A resumed run, which computes the step of its checkpoint again, finds the window it
+    /// opened there. Not in the f32 finish, whose steps set stages to short fractions.
+    fn crawls(&mut self, loss: f64) -> bool {
+        let at = self.state.attempt_step;
+        if self.state.crawled || self.snapping || !at.is_multiple_of(CRAWL_WINDOW) {
+            return self.state.crawled;
+        }
+        let opened = self.state.crawl_window.replace((at, loss));
+        let Some((from, then)) = opened.filter(|&(from, _)| from < at && at >= 2 * CRAWL_WINDOW) else {
+            return false;
+        };
+        let Some(bar) = self.device_bar() else { return false };
+        let remaining = self.cfg.polish_iters.saturating_sub(at);
+        self.state.crawled = crawling(then, loss, at - from, bar * bar, remaining);
+        self.state.crawled
     }
 
     /// The layer and the state take the stage's twiddles and damping.
@@ -177,5 +223,29 @@ impl<B: FftBackend> Run<'_, B> {
         self.state.stalled = 0;
         self.state.log2_lambda = INITIAL_LOG2_LAMBDA;
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::crawling;
+
+    /// The crawl test cuts a polish whose rate would take it past its steps and keeps one that
+    /// gets there, with the rmse trajectories measured (see `CRAWL_MARGIN`); a loss under the
+    /// target, or one that did not fall, is never crawling.
+    #[test]
+    fn a_polish_crawls_only_where_its_rate_misses_its_remaining_steps() {
+        let target = 1e-28; // f64's bar, 1e-14, as a loss
+                            // The DST-II's: 1.5 decades of rmse in 250 steps, from 9.9e-8, 240 steps left.
+        let (then, now) = (9.9e-8f64, 9.9e-8 * 10f64.powf(-1.5 * 20.0 / 250.0));
+        assert!(crawling(then * then, now * now, 20, target, 240));
+        // Hartley's: a decade of rmse in 20 steps, from 2.8e-9, 220 steps left.
+        assert!(!crawling(2.8e-9f64.powi(2), 2.8e-10f64.powi(2), 20, target, 220));
+        // The same rate with 40 steps left: it needs about 89 (9 decades of loss at 0.1 a
+        // step), more than twice 40: cut.
+        assert!(crawling(2.8e-9f64.powi(2), 2.8e-10f64.powi(2), 20, target, 40));
+        assert!(!crawling(1e-27, 1e-29, 20, target, 0), "under the target");
+        assert!(!crawling(1e-20, 1e-20, 20, target, 0), "no fall: the stall test's");
+        assert!(!crawling(1e-20, 2e-20, 20, target, 0), "a rise: the stall test's");
     }
 }

@@ -422,6 +422,8 @@ impl<'a, B: FftBackend> Run<'a, B> {
         self.state.gauge_fixed = false;
         self.state.stalled = 0;
         self.state.plateau_window = None;
+        self.state.crawl_window = None;
+        self.state.crawled = false;
         self.state.log2_lambda = INITIAL_LOG2_LAMBDA;
         self.state.grown_from = None;
         self.layer = match (self.grow)(attempt, &mut *self.observer)? {
@@ -610,6 +612,8 @@ impl TrainState {
             gauge_fixed: false,
             stalled: 0,
             plateau_window: None,
+            crawl_window: None,
+            crawled: false,
             seconds: 0.0,
             grown_from: None,
         }

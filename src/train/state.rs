@@ -24,6 +24,15 @@ pub struct TrainState {
     /// opens a window at its next multiple of `plateau_steps`.
     #[serde(default)]
     pub plateau_window: Option<(usize, f64)>,
+    /// The polish step at which the polish's current rate window
+    /// (`polish::CRAWL_WINDOW` steps) opened, and the loss there; absent in checkpoints written
+    /// before the crawl test, whose resumed run opens a window at its next multiple.
+    #[serde(default)]
+    pub crawl_window: Option<(usize, f64)>,
+    /// Whether this attempt's polish ended because it crawled: at its rate it would not reach
+    /// the bar in its remaining steps (`polish::CRAWL_MARGIN`).
+    #[serde(default)]
+    pub crawled: bool,
     /// Seconds of training so far (summed over resumed runs).
     pub seconds: f64,
     /// The size of the trained layer this attempt grew from

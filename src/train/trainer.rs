@@ -259,7 +259,8 @@ impl Trainer {
     /// An f32 run's permutation search, done in f64 on the backend and device
     /// [`Trainer::nearest_solution`] polishes on, on the run's probes; then, where it hands
     /// butterflies over (its fit came below the early stop), the f64 polish from them
-    /// ([`Trainer::polish_from`]), whose solution is handed over where it reaches the f64 bar.
+    /// ([`Trainer::polish_from`]), whose end is handed over (a solution where it reached the
+    /// f64 bar).
     /// In f32 the scoring polish stalls where the fit left it behind the right permutation as
     /// behind the wrong ones (the DCT-II in BPBP at N = 64: 1.56e-2 behind its own class, where
     /// f64's falls to 3.7e-4), so no candidate stands apart and every one is scored; and the f32
@@ -575,10 +576,11 @@ impl BackendTask for SearchTask<'_> {
         if fitted.is_empty() {
             return Ok(Searched { learned, source, fitted: Vec::new() });
         }
+        // The polish keeps only steps that lower the loss: its end, reached or not, is nearer
+        // a solution than the fit it started from.
         let fitted = ButterflyProduct { factors: fitted }.to_factors();
-        let (layer, report) = self.trainer.polish_from::<C>(&fitted, &device, &selected, &mut ())?;
-        let fitted = if report.reached { layer.to_factors() } else { fitted };
-        Ok(Searched { learned, source, fitted })
+        let (layer, _) = self.trainer.polish_from::<C>(&fitted, &device, &selected, &mut ())?;
+        Ok(Searched { learned, source, fitted: layer.to_factors() })
     }
 }
 
