@@ -24,7 +24,8 @@ const SNAP_RUNS: usize = 3;
 pub(super) const CRAWL_WINDOW: usize = 20;
 
 /// How many times its remaining steps a polish may need, at its last window's rate, to reach
-/// the bar before the attempt is given up as crawling (then the run restarts, as after a stall).
+/// the bar before its stage is ended as crawling, as a stalled one is (the last stage's end
+/// above the bar restarts the run).
 /// The DST-II in BPBP at N = 64 (f64, seed 0), handed over from the search at rmse 1.25e-4, fell
 /// to 9.9e-8 in 50 steps and then by 1.5 decades in 250 (3.3e-9 when its 300 steps ran out,
 /// 690 s on two CPU cores), where its next attempt from random weights reached 1.9e-17 in 30
@@ -59,7 +60,7 @@ impl<B: FftBackend> Run<'_, B> {
         };
         let (stopped, loss) = loop {
             let (stopped, loss) = self.polish_stage(&settings)?;
-            let more = self.cfg.fix_gauge && !self.state.gauge_fixed && !stopped && !self.state.crawled;
+            let more = self.cfg.fix_gauge && !self.state.gauge_fixed && !stopped;
             if !more || self.state.attempt_step >= self.cfg.polish_iters || !self.enter_fixed_gauge() {
                 break (stopped, loss);
             }
@@ -183,8 +184,10 @@ impl<B: FftBackend> Run<'_, B> {
         Ok(())
     }
 
-    /// Whether the polish crawls ([`CRAWL_MARGIN`]), judged at the end of each window of
-    /// [`CRAWL_WINDOW`] polish steps but the first, against the bar as the device measures it
+    /// Whether the polish crawls ([`CRAWL_MARGIN`]): the stage ends, as one that stalls does
+    /// (the first stage gives way to the gauge-fixed one, and the f32 finish still follows the
+    /// last). Judged at the end of each window of [`CRAWL_WINDOW`] polish steps but the first
+    /// (of the attempt's polish), against the bar as the device measures it
     /// (none where the floor is found at the attempt's end: then never); opens the next window.
     /// A resumed run, which computes the step of its checkpoint again, finds the window it
     /// opened there. Not in the f32 finish, whose steps set stages to short fractions.
@@ -221,6 +224,9 @@ impl<B: FftBackend> Run<'_, B> {
         self.set_twiddles(Twiddles { re: on_device(re), im: on_device(im) });
         self.state.gauge_fixed = true;
         self.state.stalled = 0;
+        // A crawl ends a stage, as a stall does: the gauge-fixed stage is judged afresh.
+        self.state.crawled = false;
+        self.state.crawl_window = None;
         self.state.log2_lambda = INITIAL_LOG2_LAMBDA;
         true
     }

@@ -29,8 +29,8 @@ pub struct TrainState {
     /// before the crawl test, whose resumed run opens a window at its next multiple.
     #[serde(default)]
     pub crawl_window: Option<(usize, f64)>,
-    /// Whether this attempt's polish ended because it crawled: at its rate it would not reach
-    /// the bar in its remaining steps (`polish::CRAWL_MARGIN`).
+    /// Whether the polish's current stage ended because it crawled: at its rate it would not
+    /// reach the bar in its remaining steps (`polish::CRAWL_MARGIN`).
     #[serde(default)]
     pub crawled: bool,
     /// Seconds of training so far (summed over resumed runs).
