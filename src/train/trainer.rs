@@ -572,8 +572,10 @@ impl BackendTask for SearchTask<'_> {
         let (learned, source, fitted) =
             permutation::search_permutations(cfg, &objective, self.factors, self.doubles, stop, &device)?;
         drop(objective);
-        // None where the search's best fit stayed above its early stop.
-        if fitted.is_empty() {
+        // None where the search's best fit stayed above its early stop; none polished under the
+        // real-output map, whose run takes only the permutation (a product's first attempt is
+        // what starts from the search's butterflies).
+        if fitted.is_empty() || cfg.real_output {
             return Ok(Searched { learned, source, fitted: Vec::new() });
         }
         // The polish keeps only steps that lower the loss: its end, reached or not, is nearer
