@@ -581,7 +581,12 @@ impl BackendTask for SearchTask<'_> {
         // The polish keeps only steps that lower the loss: its end, reached or not, is nearer
         // a solution than the fit it started from.
         let fitted = ButterflyProduct { factors: fitted }.to_factors();
-        let (layer, _) = self.trainer.polish_from::<C>(&fitted, &device, &selected, &mut ())?;
+        // A stop here stops the run before its first step, as one in the search does: this
+        // polish has no checkpoint of its own, and its step count is not the run's.
+        let (layer, _) = match self.trainer.polish_from::<C>(&fitted, &device, &selected, &mut ()) {
+            Err(Error::Interrupted { .. }) => return Err(Error::Interrupted { step: 0, checkpoint: None }),
+            polished => polished?,
+        };
         Ok(Searched { learned, source, fitted: layer.to_factors() })
     }
 }
