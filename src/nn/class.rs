@@ -40,11 +40,12 @@ pub enum PermutationSource {
     /// the matrix (the Hartley transform's, the DCT-II's, the DST-II's, a user's matrix that
     /// no permutation makes one butterfly).
     Learned,
-    /// Chosen, of the permutations the doubling carries up (the bit reversal, the identity), by
-    /// the fit a product reaches behind each ([`crate::train::permutation::choose_doubling`]):
-    /// the first permutation of a product chosen with `--model` at the bottom of a grown chain
-    /// (where neither fits, the chain is refused); a run at that size alone learns its own
-    /// ([`PermutationSource::Learned`]).
+    /// Chosen, of the permutations the doubling carries up (the bit reversal, the identity, then
+    /// the other self-similar members of Dao et al.'s family), by the fit a product reaches
+    /// behind each ([`crate::train::permutation::choose_doubling`], then the search's scoring
+    /// without its relaxations): the first permutation of a product chosen with `--model` at the
+    /// bottom of a grown chain (where none fits, the chain is refused); a run at that size alone
+    /// learns its own ([`PermutationSource::Learned`]).
     Chosen,
     /// The half-size member's permutation doubled (a grown run whose class takes no permutation
     /// from a table: a built-in's one butterfly, a user's operator, a product chosen with

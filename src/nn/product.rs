@@ -161,6 +161,30 @@ impl<B: Backend> ButterflyProduct<B> {
         Ok(ButterflyProduct { factors })
     }
 
+    /// [`ButterflyProduct::doubled`] with factor k behind `permutations[k]`, of size 2N
+    /// ([`Butterfly::doubled_behind`]).
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] when the permutations are not one a factor, or a gather is not of
+    /// size 2N.
+    pub fn doubled_behind(&self, permutations: &[Permutation], seed: u64) -> Result<ButterflyProduct<B>> {
+        if permutations.len() != self.factors.len() {
+            return Err(Error::invalid(
+                "butterfly_product.doubled",
+                format!("{} permutations, one a factor", self.factors.len()),
+                permutations.len(),
+            ));
+        }
+        let factors = self
+            .factors
+            .iter()
+            .zip(permutations)
+            .enumerate()
+            .map(|(k, (f, p))| f.doubled_behind(p, seed.wrapping_add(k as u64)))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(ButterflyProduct { factors })
+    }
+
     /// The product of size 2N grown from this two-factor layer (both factors after the bit
     /// reversal) by the eigenstructure of the targets ([`crate::reference::growth`]): `half` the
     /// target this layer was trained on, `target` the one at 2N; with the start's rmse against

@@ -13,7 +13,8 @@
 //! ([`crate::nn::ModelChoice`]) whose first permutation no generic method finds from the matrix
 //! learns it by gradient descent with the class's own butterflies behind it
 //! ([`permutation::learn_permutation`]; at the bottom of a grown chain, of those the doubling
-//! carries up, [`permutation::choose_doubling`]). The first factor starts from
+//! carries up, [`permutation::carried_up`]: the bit reversal or the identity
+//! ([`permutation::choose_doubling`]), else another self-similar member). The first factor starts from
 //! Haar-random unitary blocks, the others' learned stages near the identity (the circulant's
 //! Haar-random too); Adam's gradients and the polish's steps leave the fixed stages exactly as
 //! they are.

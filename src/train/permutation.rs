@@ -41,6 +41,15 @@
 //!    best candidate's: it reaches any member of the family, but a relaxation settles on a
 //!    mixture whose rounding is rarely the right representative (at N = 32 for the DCT-II none
 //!    of 16 was, from seed 0).
+//!
+//! The self-similar candidates are also the permutations a grown chain carries up
+//! ([`carried_up`]): the same rule one level deeper is two copies of the rule at N behind one
+//! split of 2N, so the doubled layer is the half-size one on both halves of that split. At a
+//! chain's bottom the bit reversal and the identity are tried first ([`choose_doubling`]), then
+//! the other candidates as above, without the relaxations (whose gathers have no rule to carry).
+//! The DCT-II in BPBP at N = 16 fits behind neither of the first two, and behind the member
+//! that reverses the second half at every level, followed by the bit reversal (a candidate of
+//! step 1).
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -225,7 +234,7 @@ pub fn learn_permutation<B: FftBackend>(
     stop: Option<&AtomicBool>,
     device: &B::Device,
 ) -> Result<LearnedPermutation> {
-    Ok(search_fitted(objective, factors, search, seed, stop, device)?.0)
+    Ok(search_fitted(objective, factors, search, seed, stop, device, true)?.0)
 }
 
 /// What scores a candidate: the objective, on the autodiff backend (the fit) and the inner one
@@ -255,7 +264,8 @@ impl<'a, B: FftBackend> Scorer<'a, B> {
 }
 
 /// [`learn_permutation`], and the butterflies its best candidate's scoring fit ended with where
-/// that fit came below the early stop (none otherwise).
+/// that fit came below the early stop (none otherwise); without the relaxations unless `relax`
+/// (the self-similar candidates only, every one of which the doubling carries up).
 fn search_fitted<B: FftBackend>(
     objective: &Objective<B>,
     factors: usize,
@@ -263,6 +273,7 @@ fn search_fitted<B: FftBackend>(
     seed: u64,
     stop: Option<&AtomicBool>,
     device: &B::Device,
+    relax: bool,
 ) -> Result<(LearnedPermutation, Vec<Butterfly<B>>)> {
     if search.seeds == 0 || factors == 0 {
         return Err(Error::invalid(
@@ -311,7 +322,7 @@ fn search_fitted<B: FftBackend>(
                 }
             }
         }
-        if stands_apart(&tried) {
+        if stands_apart(&tried) || !relax {
             break 'search;
         }
         // The relaxations, the later factors behind the best candidate's.
@@ -440,6 +451,21 @@ fn self_similar(n: usize) -> Result<Vec<Permutation>> {
     Ok(out)
 }
 
+/// `p`, a permutation of `n`, as the doubling carries it to 2n: the bit reversal and the
+/// identity as themselves, a self-similar candidate of the search (step 1 of the module docs)
+/// as the same rule one level deeper (where two candidates are one gather at `n`, the
+/// first's); `None` for any other gather (a relaxation's, a user's), whose rule at 2n is not
+/// known.
+///
+/// # Errors
+/// [`Error::InvalidInput`] when `n` is not a power of two.
+pub fn carried_up(p: &Permutation, n: usize) -> Result<Option<Permutation>> {
+    let Permutation::Gather(indices) = p else { return Ok(Some(p.clone())) };
+    let at_n = self_similar(n)?;
+    let Some(k) = at_n.iter().position(|c| c.indices(n) == *indices) else { return Ok(None) };
+    Ok(Some(self_similar(2 * n)?.swap_remove(k)))
+}
+
 impl<B: FftBackend> Scorer<'_, B> {
     /// One relaxation from `seed` with the first butterfly behind `after` and the later ones
     /// behind `later`, hardened: the relaxed family's permutation, then `after`, as one gather.
@@ -535,8 +561,10 @@ impl<B: FftBackend> Scorer<'_, B> {
 /// A run's permutations, where they are searched for ([`super::run::Run::start`] says when):
 /// learned from the objective ([`learn_permutation`], [`PermutationSource::Learned`]), with the
 /// butterflies its scoring fit ended with where that fit came below the early stop, or at the
-/// bottom of a grown chain (`doubles`) ones the doubling carries up ([`choose_doubling`],
-/// [`PermutationSource::Chosen`]), with none.
+/// bottom of a grown chain (`doubles`) ones the doubling carries up ([`carried_up`],
+/// [`PermutationSource::Chosen`]): the bit reversal or the identity ([`choose_doubling`], with
+/// no butterflies), else the other self-similar candidates as the search scores them (with its
+/// butterflies, as above).
 ///
 /// Butterflies fitted above the early stop are not handed over: from the DCT-II's in BPBP at
 /// N = 64 (f64, seed 0; scored 3.7e-4, the stop 1.3e-4) the first attempt's polish stalled at
@@ -557,24 +585,31 @@ pub(super) fn search_permutations<B: FftBackend>(
 ) -> Result<(LearnedPermutation, PermutationSource, Vec<Butterfly<B>>)> {
     let search = PermutationSearch::for_config(cfg);
     if !doubles {
-        let (learned, layers) = search_fitted(objective, factors, &search, cfg.seed, stop, device)?;
+        let (learned, layers) = search_fitted(objective, factors, &search, cfg.seed, stop, device, true)?;
         return Ok((learned, PermutationSource::Learned, layers));
     }
-    match choose_doubling(objective, factors, &search, cfg.seed, stop, device)? {
-        Some(chosen) => Ok((chosen, PermutationSource::Chosen, Vec::new())),
-        None => Err(Error::invalid(
-            "train.grow",
-            format!(
-                "permutations at N = {} that the doubling carries up (the bit reversal or the identity), to grow {}",
-                cfg.n,
-                cfg.target.name()
-            ),
-            format!(
-                "none, by the search's scoring fit of {factors} butterflies behind each: this family cannot be grown by doubling; train it at N = {} without grow_above",
-                2 * cfg.n
-            ),
-        )),
+    if let Some(chosen) = choose_doubling(objective, factors, &search, cfg.seed, stop, device)? {
+        return Ok((chosen, PermutationSource::Chosen, Vec::new()));
     }
+    // Then the other self-similar members, as the search scores them (no relaxation: the
+    // doubling carries none of its gathers up), kept where one fits or stands apart as the
+    // search would keep it.
+    let (learned, layers) = search_fitted(objective, factors, &search, cfg.seed, stop, device, false)?;
+    if !layers.is_empty() || stands_apart(&learned.tried) {
+        return Ok((learned, PermutationSource::Chosen, layers));
+    }
+    Err(Error::invalid(
+        "train.grow",
+        format!(
+            "permutations at N = {} that the doubling carries up (self-similar members of Dao et al.'s family, the bit reversal and the identity among them), to grow {}",
+            cfg.n,
+            cfg.target.name()
+        ),
+        format!(
+            "none, by the search's scoring fit of {factors} butterflies behind each: this family cannot be grown by doubling; train it at N = {} without grow_above",
+            2 * cfg.n
+        ),
+    ))
 }
 
 /// [`Error::Interrupted`] at step 0 with nothing saved once `stop` is set: the search comes
@@ -598,7 +633,9 @@ fn check_finite(value: f64, step: usize) -> Result<()> {
 mod tests {
     use burn::backend::Autodiff;
 
-    use super::{own_scale, stands_apart, PermutationSearch, Scored, Scorer, APART};
+    use super::{
+        carried_up, family_member, own_scale, self_similar, stands_apart, PermutationSearch, Scored, Scorer, APART,
+    };
     use crate::backend::NdArrayBackend;
     use crate::ops::Permutation;
     use crate::reference::Target;
@@ -624,6 +661,55 @@ mod tests {
         assert!(right <= solved, "behind the bit reversal the polish reached {right:e}, not {solved:e}");
         let wrong = score(&Permutation::Identity, &polished);
         assert!(wrong > 0.1 * own_scale(&objective), "behind the identity: {wrong:e}");
+    }
+
+    /// The doubling carries a self-similar candidate to the same rule one level deeper, and
+    /// nothing else but the bit reversal and the identity. A member followed by the identity at
+    /// 2N is two copies of itself at N behind the split `Q` its rule makes at the top level
+    /// alone, at every size: the doubled layer is the half-size one on both halves of the split
+    /// a recursive fast algorithm makes (the bit reversal's: even samples, then odd ones;
+    /// Makhoul's: even samples, then odd ones reversed). A gather that is no candidate (a
+    /// rotation) carries nowhere. (Where two rules make one gather at N, the first in the
+    /// search's order is carried: either doubles the layer exactly, behind its own split. At
+    /// N = 8, 32, 128 the member separating and reversing both halves at every level, then the
+    /// identity, is the one reversing both halves at every level, then the bit reversal.)
+    #[test]
+    fn the_doubling_carries_each_self_similar_rule_one_level_deeper() {
+        // Q with up[i] = Q[p[i]] on the first half and Q[n + p[i - n]] on the second.
+        let split = |n: usize, p: &[usize], up: &[usize]| -> Vec<usize> {
+            let mut q = vec![usize::MAX; 2 * n];
+            for i in 0..n {
+                q[p[i]] = up[i];
+                q[n + p[i]] = up[n + i];
+            }
+            q
+        };
+        for n in [8, 16, 32, 64] {
+            let (at_n, at_2n) = (self_similar(n).unwrap(), self_similar(2 * n).unwrap());
+            for (k, p) in at_n.iter().enumerate() {
+                // Small sizes make some rules one gather: the first candidate that is it decides.
+                if at_n[..k].iter().any(|c| c.indices(n) == p.indices(n)) {
+                    continue;
+                }
+                let up = carried_up(p, n).unwrap().expect("a candidate carries up");
+                assert_eq!(up.indices(2 * n), at_2n[k].indices(2 * n), "candidate {k} at N = {n}");
+                // Candidates 2r are rule r's members followed by the identity.
+                if k % 2 == 0 {
+                    let rule = (k / 2) as u8;
+                    let levels = (2 * n).trailing_zeros() as usize - 1;
+                    let mut top = vec![false; 3 * levels];
+                    (0..3).for_each(|c| top[c] = rule >> (2 - c) & 1 == 1);
+                    let q = family_member(2 * n, &top).unwrap().indices(2 * n);
+                    assert_eq!(split(n, &p.indices(n), &up.indices(2 * n)), q, "rule {rule:03b}: N = {n} to {}", 2 * n);
+                }
+            }
+            for p in [Permutation::BitReversal, Permutation::Identity] {
+                assert_eq!(carried_up(&p, n).unwrap(), Some(p));
+            }
+            let rotated = Permutation::gather((0..n).map(|i| (i + 1) % n).collect()).unwrap();
+            assert!(at_n.iter().all(|c| c.indices(n) != rotated.indices(n)));
+            assert_eq!(carried_up(&rotated, n).unwrap(), None);
+        }
     }
 
     /// The search ends before the relaxations only where the best self-similar score is a

@@ -329,7 +329,7 @@ impl<'a, B: FftBackend> Run<'a, B> {
             for (k, p) in perms.into_iter().enumerate() {
                 // A chain's bottom chose its first among those the doubling carries up, the
                 // identity included (which the class holds already), and the later ones.
-                let doubles = matches!(p, Permutation::BitReversal | Permutation::Identity);
+                let doubles = permutation::carried_up(&p, n)?.is_some();
                 let searched = (k == 0 && searched_first) || class.permutations[k] != p;
                 if learns_product && options.doubled && doubles && (k == 0 || searched) {
                     class.sources[k] = PermutationSource::Chosen;

@@ -309,8 +309,9 @@ impl Trainer {
 
     /// Attempt `attempt`'s start grown from the layer trained at N/2 on the halved target, where
     /// the config asks for it ([`TrainConfig::grow_threshold`]) and the model class is a product
-    /// of butterflies after the bit reversal or the identity with every stage learned; `None`
-    /// otherwise. The half-size run (no logs of its own, its progress to `observer`, its
+    /// of butterflies after the bit reversal or the identity with every stage learned (the
+    /// half-size layer's permutations, found there, are carried up by [`permutation::carried_up`]);
+    /// `None` otherwise. The half-size run (no logs of its own, its progress to `observer`, its
     /// checkpoints in [`checkpoint::half_dir`] inside this run's directory) has seed `seed + h`,
     /// where `h` is the first attempt of `attempt`'s block of [`HALF_REUSE`]; the attempts of a
     /// block double that one trained layer (kept in `half`), each with its own seed for the
@@ -361,12 +362,18 @@ impl Trainer {
         } else {
             None
         };
-        if !h.layer.permutations().iter().all(doubles) {
+        let half_n = cfg.n / 2;
+        let carried =
+            h.layer.permutations().iter().map(|p| permutation::carried_up(p, half_n)).collect::<Result<Vec<_>>>()?;
+        let Some(carried) = carried.into_iter().collect::<Option<Vec<_>>>() else {
             // A user's family whose half-size permutation is not one the doubling carries over
             // (its member at N is not two of the member at N/2 and one stage).
             return Err(Error::invalid(
                 "train.grow",
-                format!("a half-size layer with the bit reversal or the identity, to grow {} by doubling", cfg.target.name()),
+                format!(
+                    "a half-size layer behind permutations the doubling carries up (the bit reversal, the identity, another self-similar member), to grow {} by doubling",
+                    cfg.target.name()
+                ),
                 format!(
                     "{:?} found at N = {}: this family cannot be grown by doubling; train it at N = {} without grow_above",
                     h.layer.permutations(),
@@ -374,10 +381,10 @@ impl Trainer {
                     cfg.n
                 ),
             ));
-        }
+        };
         let (layer, aligned) = match aligned {
             Some(layer) => (layer, true),
-            None => (h.layer.doubled(cfg.seed + attempt as u64)?, false),
+            None => (h.layer.doubled_behind(&carried, cfg.seed + attempt as u64)?, false),
         };
         *cached = Some(h);
         // A class without its matrix has no permutations of its own at N, except a product's

@@ -392,20 +392,42 @@ impl<B: Backend> Butterfly<B> {
     ///
     /// # Errors
     /// [`Error::InvalidInput`] when the permutation is a gather (whose half-size pattern does not
-    /// carry over to 2N).
+    /// carry over to 2N by itself: see [`Butterfly::doubled_behind`]).
     pub fn doubled(&self, seed: u64) -> Result<Butterfly<B>> {
-        let op = "butterfly.doubled";
         if matches!(self.permutation, Permutation::Gather(_)) {
-            return Err(Error::invalid(op, "a layer with the bit reversal or the identity", "a gather"));
+            return Err(Error::invalid(
+                "butterfly.doubled",
+                "a layer with the bit reversal or the identity",
+                "a gather",
+            ));
         }
+        self.doubled_behind(&self.permutation, seed)
+    }
+
+    /// [`Butterfly::doubled`] behind `permutation`, a permutation of 2N (the bit reversal and the
+    /// identity stand for theirs). Whatever it is, the first log2 N stages apply this layer's to
+    /// each half of the input it gathers; the doubled layer is then this one on both halves of
+    /// the input in an order `Q`, with `(P_N ⊕ P_N) · Q = P_2N`. Where `P_2N` is built by the rule
+    /// that built `P_N` one level deeper (a self-similar member of Dao et al.'s family, the bit
+    /// reversal among them), `Q` is that rule's top level: the split a recursive fast algorithm
+    /// makes.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] when a gather `permutation` is not of size 2N.
+    pub fn doubled_behind(&self, permutation: &Permutation, seed: u64) -> Result<Butterfly<B>> {
         let (n, log_n) = (self.n, self.log_n());
+        if let Permutation::Gather(indices) = permutation {
+            if indices.len() != 2 * n {
+                return Err(Error::invalid("butterfly.doubled", format!("a permutation of {}", 2 * n), indices.len()));
+            }
+        }
         let (re, im) = self.twiddles_f64();
         let (last_re, last_im) = ButterflyInit::RandomUnitary { seed }.twiddles(2 * n);
         // Stage s of 2N: blocks 0 … N/2 − 1 act on the first half, the next N/2 on the second,
         // each as block k of stage s of N; the last stage of the random 2N twiddles.
         let last = log_n * 4 * n; // values of the first log2 N stages of 2N
         let factor = Factor {
-            permutation: self.permutation.indices(2 * n),
+            permutation: permutation.indices(2 * n),
             re: doubled_stages(&re, n, &last_re[last..]),
             im: doubled_stages(&im, n, &last_im[last..]),
         };
