@@ -47,6 +47,7 @@
 //! final rmse and floor in the [`TrainReport`] are measured afterwards against the f64 target.
 
 mod adam;
+mod attempt;
 pub mod checkpoint;
 pub mod config;
 pub mod export;

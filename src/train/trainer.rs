@@ -332,7 +332,7 @@ impl Trainer {
         if !cfg.grows_at(cfg.n) || cfg.learns_real_output_permutation() {
             return Ok(None);
         }
-        let class = super::run::chosen_class(cfg, cfg.n, None)?;
+        let class = super::attempt::chosen_class(cfg, cfg.n, None)?;
         let doubles = |p: &Permutation| matches!(p, Permutation::BitReversal | Permutation::Identity);
         if class.fixed.is_some() || !class.permutations.iter().all(doubles) {
             return Ok(None);
