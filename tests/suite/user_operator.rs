@@ -163,6 +163,63 @@ fn a_real_output_family_grows_as_one_butterfly() {
     assert!(msg.contains("real-output map except for one butterfly"), "{msg}");
 }
 
+/// A product chain whose bottom fits behind no permutation the doubling carries up is refused
+/// there, before its bottom trains, naming the family and what to do instead: a dense random
+/// matrix at each size (no butterfly product behind any self-similar permutation), BPBP grown
+/// from N = 8 to 16.
+#[test]
+fn a_product_chain_is_refused_at_a_bottom_no_doubling_permutation_fits() {
+    use learned_fft::nn::ModelChoice;
+    let random = Target::Operator(OperatorTarget::new(Dense { seed: 5 }).expect("a valid operator"));
+    let dir = scratch("refused-chain");
+    let config = TrainConfig::new(16)
+        .with_target(random)
+        .with_model(Some(ModelChoice::Bpbp))
+        .with_grow_above(Some(8))
+        .with_checkpoint_dir(Some(dir.display().to_string()));
+    let msg = train(config, Precision::F64).expect_err("refused at the chain's bottom").to_string();
+    for words in ["dense random", "N = 8", "cannot be grown by doubling", "N = 16 without grow_above"] {
+        assert!(msg.contains(words), "{words:?} missing from: {msg}");
+    }
+    // Nothing written, at N = 16 or in the bottom's own directory: no checkpoint, no config.
+    fn files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+        let entries: Vec<std::path::PathBuf> =
+            std::fs::read_dir(dir).map(|d| d.flatten().map(|e| e.path()).collect()).unwrap_or_default();
+        entries.into_iter().flat_map(|p| if p.is_dir() { files(&p) } else { vec![p] }).collect()
+    }
+    let written: Vec<_> = files(&dir)
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "lfft") || p.ends_with(CONFIG_FILE))
+        .collect();
+    assert!(written.is_empty(), "written before the refusal: {written:?}");
+}
+
+/// A dense matrix of standard normal entries (seeded per size) at every size.
+struct Dense {
+    seed: u64,
+}
+
+impl Operator for Dense {
+    fn name(&self) -> String {
+        "dense random".into()
+    }
+    fn has_size(&self, n: usize) -> bool {
+        n >= 2
+    }
+    fn apply(&self, n: usize, x: &mut [Complex64]) -> Result<()> {
+        let entries = crate::common::normals(self.seed + n as u64, 2 * n * n);
+        for v in x.chunks_mut(n) {
+            let y: Vec<Complex64> = (0..n)
+                .map(|k| {
+                    (0..n).map(|j| Complex64::new(entries[2 * (k * n + j)], entries[2 * (k * n + j) + 1]) * v[j]).sum()
+                })
+                .collect();
+            v.copy_from_slice(&y);
+        }
+        Ok(())
+    }
+}
+
 /// The DCT-II whose member of size N takes its input gathered by Makhoul's reordering (even
 /// samples ascending, odd ones descending), then the bit reversal: `y = C z`, `z[p[i]] = x[i]`.
 struct Gathered;
