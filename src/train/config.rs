@@ -247,9 +247,10 @@ train_config! {
         /// its own class (not a `model` chosen), which starts from the layer grown by the
         /// targets' eigenstructure
         /// ([`ButterflyProduct::eigen_doubled`]) and goes straight to the polish where that start
-        /// is within `switch_rmse`. The attempts of a block of
-        /// [`HALF_REUSE`](crate::train::HALF_REUSE) double one trained half-size layer, each with
-        /// its own random last stages. Unset, the target's default applies,
+        /// is within `switch_rmse`. The attempts of a block (at most
+        /// [`HALF_REUSE`](crate::train::HALF_REUSE); one that ends on Adam's plateau ends it,
+        /// [`block_start`](crate::train::block_start)) double one trained half-size layer, each
+        /// with its own random last stages. Unset, the target's default applies,
         /// [`grow_above_default`].
         ///
         /// [`ButterflyProduct::doubled`]: crate::nn::ButterflyProduct::doubled

@@ -64,6 +64,7 @@ pub mod state;
 mod trainer;
 
 pub use crate::metrics::FloorSource;
+pub use attempt::{block_start, PLATEAU_OVER_SWITCH};
 pub use checkpoint::{Checkpoint, DirLock};
 pub use config::TrainConfig;
 pub use observer::{AttemptLog, Observer, Progress};

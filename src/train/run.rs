@@ -11,13 +11,13 @@ use burn::optim::adaptor::OptimizerAdaptor;
 use burn::optim::{GradientsParams, Optimizer};
 use burn::tensor::Tensor;
 
-use super::attempt::{chosen_class, fresh_layer, new_optim, resume, schedule};
+use super::attempt::{block_start, chosen_class, fresh_layer, new_optim, resume, schedule};
 use super::checkpoint::{self, DirLock, CONFIG_FILE};
 use super::config::TrainConfig;
 use super::lm::Twiddles;
 use super::logging::TensorBoard;
 use super::objective::{self, scalar, Objective, Probes};
-use super::observer::{Observer, Progress};
+use super::observer::{AttemptLog, Observer, Progress};
 use super::optimizer::FusedAdam;
 use super::permutation::{self, SearchInF64};
 use super::state::{Phase, TrainState};
@@ -70,9 +70,10 @@ pub(super) type Refine<'a, B> = dyn Fn(
     ) -> Result<Option<ButterflyProduct<<B as burn::tensor::backend::AutodiffBackend>::InnerBackend>>>
     + 'a;
 
-/// Attempt `attempt`'s layer grown from a trained half-size one, reporting that run's progress
-/// to the observer; `None` where the run starts from random weights.
-pub(super) type Grow<'a, B> = dyn Fn(usize, &mut dyn Observer) -> Result<Option<Grown<B>>> + 'a;
+/// Attempt `attempt`'s layer grown from a trained half-size one, that of the block of attempts
+/// starting at the second argument ([`block_start`]), reporting that run's progress to the
+/// observer; `None` where the run starts from random weights.
+pub(super) type Grow<'a, B> = dyn Fn(usize, usize, &mut dyn Observer) -> Result<Option<Grown<B>>> + 'a;
 
 /// A layer grown from a trained layer of half the size, and what training that one took.
 pub(super) struct Grown<B: FftBackend> {
@@ -301,7 +302,7 @@ impl<'a, B: FftBackend> Run<'a, B> {
             (None, true) => return Err(Error::invalid("train.resume", "a checkpoint directory", "none")),
             (_, _) => {
                 let mut state = TrainState::start();
-                let layer = match (options.grow)(0, &mut *observer)? {
+                let layer = match (options.grow)(0, 0, &mut *observer)? {
                     Some(grown) => {
                         // The attempt opens the run: the half-size run's seconds are its first.
                         state.seconds = grown.seconds;
@@ -423,7 +424,10 @@ impl<'a, B: FftBackend> Run<'a, B> {
         self.state.crawled = false;
         self.state.log2_lambda = INITIAL_LOG2_LAMBDA;
         self.state.grown_from = None;
-        self.layer = match (self.grow)(attempt, &mut *self.observer)? {
+        // The records so far say where the block of attempts that grow from one half-size layer
+        // starts (a resumed run reads them from its checkpoint, and takes the same path).
+        let block = block_start(&AttemptLog::from_history(&self.history), attempt, self.cfg.switch_rmse);
+        self.layer = match (self.grow)(attempt, block, &mut *self.observer)? {
             Some(grown) => self.state.grown(grown, &self.class)?,
             None => fresh_layer(self.cfg, &self.class, attempt, self.device)?,
         };

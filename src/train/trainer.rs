@@ -187,8 +187,9 @@ impl Trainer {
         observer: &mut dyn Observer,
     ) -> Result<(ButterflyProduct<B>, TrainReport)> {
         let half = RefCell::new(None);
-        let grow =
-            |attempt: usize, observer: &mut dyn Observer| self.grown::<B>(attempt, device, selected, &half, observer);
+        let grow = |attempt: usize, block: usize, observer: &mut dyn Observer| {
+            self.grown::<B>(attempt, block, device, selected, &half, observer)
+        };
         let nearest = |layer: &ButterflyProduct<B>, observer: &mut dyn Observer| {
             self.nearest_solution::<B>(layer, device, selected, observer)
         };
@@ -292,7 +293,7 @@ impl Trainer {
         let factors = start.iter().map(|f| Butterfly::from_factor(f, device)).collect::<Result<Vec<_>>>()?;
         let start = RefCell::new(Some(ButterflyProduct { factors }));
         let n = self.config.n;
-        let grow = |_: usize, _: &mut dyn Observer| {
+        let grow = |_: usize, _: usize, _: &mut dyn Observer| {
             Ok(start.borrow_mut().take().map(|layer| Grown { layer, aligned: true, from_n: n, steps: 0, seconds: 0.0 }))
         };
         let options = RunOptions {
@@ -313,14 +314,16 @@ impl Trainer {
     /// half-size layer's permutations, found there, are carried up by [`permutation::carried_up`]);
     /// `None` otherwise. The half-size run (no logs of its own, its progress to `observer`, its
     /// checkpoints in [`checkpoint::half_dir`] inside this run's directory) has seed `seed + h`,
-    /// where `h` is the first attempt of `attempt`'s block of [`HALF_REUSE`]; the attempts of a
-    /// block double that one trained layer (kept in `half`), each with its own seed for the
-    /// stages the half-size layer does not hold, whether or not it reached its bar. The choice
-    /// depends only on the attempt (and the runs are deterministic), so a resumed run takes the
-    /// uninterrupted run's path.
+    /// where `h` is `block`, the first attempt of `attempt`'s block
+    /// ([`block_start`](super::attempt::block_start)); the attempts of a block double that one
+    /// trained layer (kept in `half`), each with its own seed for the stages the half-size layer
+    /// does not hold, whether or not it reached its bar. The block depends only on the attempts'
+    /// records (and the runs are deterministic), so a resumed run takes the uninterrupted run's
+    /// path.
     fn grown<B: FftBackend>(
         &self,
         attempt: usize,
+        block: usize,
         device: &B::Device,
         selected: &Selected,
         half: &RefCell<Option<Half<B>>>,
@@ -337,7 +340,6 @@ impl Trainer {
         if class.fixed.is_some() || !class.permutations.iter().all(doubles) {
             return Ok(None);
         }
-        let block = attempt - attempt % HALF_REUSE;
         let mut cached = half.borrow_mut();
         let h = match cached.take() {
             Some(h) if h.attempt == block => h,
@@ -436,10 +438,11 @@ impl Trainer {
     }
 }
 
-/// Attempts at N that grow from one trained half-size layer (each doubling it with its own seed)
-/// before the half-size run is repeated with a new seed, and the most attempts a half-size run
-/// makes. A failed attempt at N then costs its own steps, not the whole chain below it again,
-/// and a chain costs at most this many attempts per level and block: without it the
+/// The most attempts at N that grow from one trained half-size layer (each doubling it with its
+/// own seed) before the half-size run is repeated with a new seed (fewer where an attempt ends on
+/// Adam's plateau: [`block_start`](super::attempt::block_start)), and the most attempts a
+/// half-size run makes. A failed attempt at N then costs its own steps, not the whole chain
+/// below it again, and a chain costs at most this many attempts per level and block: without it the
 /// circulant's chain from N = 16 to 64 or 1024 retrained every level on every failed attempt
 /// above it, with ten attempts at each.
 pub const HALF_REUSE: usize = 3;

@@ -1630,11 +1630,17 @@ fn a_chosen_product_grows_where_its_permutations_double() {
 
 /// A failed attempt at N doubles its block's trained half-size layer again instead of training
 /// the chain below it anew, and a half-size run makes at most `HALF_REUSE` attempts. With every
-/// attempt failing (one Adam step, one polish step), the circulant at N = 16 grown from 8 from 4
-/// with five attempts (blocks 0–2 and 3–4) trains one layer at 8 per block, each from one layer
-/// at 4: the runs start (a run starts once its half-size run is trained) at 4, 8, 16, then 4, 8
-/// for attempt 3. Retraining the chain on every attempt would start 4 and 8 five times each, and
-/// a run at 8 with more than three attempts would start a second run at 4 before it.
+/// attempt failing in the polish (one polish step, after Adam handed over at once: a hand-over
+/// rmse above any), the circulant at N = 16 grown from 8 from 4 with five attempts (blocks 0–2
+/// and 3–4) trains one layer at 8 per block, each from one layer at 4: the runs start (a run
+/// starts once its half-size run is trained) at 4, 8, 16, then 4, 8 for attempt 3. Retraining
+/// the chain on every attempt would start 4 and 8 five times each, and a run at 8 with more than
+/// three attempts would start a second run at 4 before it.
+///
+/// An attempt whose Adam ends far above the default hand-over (one Adam step, recorded) ends
+/// its block instead: every attempt at 16 doubles a half-size layer trained anew, and so does
+/// each at 8 after the first (that block's first attempt starts from the eigenstructure's fit,
+/// straight into the polish, with no Adam record: its block goes on).
 #[test]
 fn failed_attempts_reuse_the_half_size_layer() {
     use learned_fft::backend::Selected;
@@ -1650,14 +1656,20 @@ fn failed_attempts_reuse_the_half_size_layer() {
         .with_target(Target::Circulant { kernel: normals(7, 16) })
         .with_grow_above(Some(4))
         .with_adam_steps(1)
-        .with_polish_iters(1)
-        .with_restarts(4);
-    let mut starts = Starts(Vec::new());
-    let r = Trainer::new(config).unwrap().run(BackendKind::Ndarray, Precision::F64, &mut starts).unwrap();
-    assert!(!r.reached, "two steps an attempt do not reach the bar (rmse {:.3e})", r.rmse);
-    assert_eq!(r.attempts, 5);
-    assert_eq!(r.grown_from, Some(8));
-    assert_eq!(starts.0, [4, 8, 16, 4, 8], "the runs started, by size");
+        .with_polish_iters(1);
+    let starts = |config: TrainConfig| {
+        let mut starts = Starts(Vec::new());
+        let r = Trainer::new(config).unwrap().run(BackendKind::Ndarray, Precision::F64, &mut starts).unwrap();
+        assert!(!r.reached, "two steps an attempt do not reach the bar (rmse {:.3e})", r.rmse);
+        assert_eq!(r.grown_from, Some(8));
+        (r.attempts, starts.0)
+    };
+    let (attempts, started) = starts(config.clone().with_switch_rmse(1e6).with_restarts(4));
+    assert_eq!(attempts, 5);
+    assert_eq!(started, [4, 8, 16, 4, 8], "the runs started, by size");
+    let (attempts, started) = starts(config.with_log_every(1).with_restarts(2));
+    assert_eq!(attempts, 3);
+    assert_eq!(started, [4, 8, 4, 4, 16, 4, 8, 4, 4, 4, 8, 4, 4], "the runs started, by size");
 }
 
 /// A grown run's half-size runs keep checkpoints of their own (`half-n{N}-a{attempt}` inside the
