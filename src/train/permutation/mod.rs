@@ -292,19 +292,25 @@ fn lowest(tried: &[Scored]) -> Result<&Scored> {
 }
 
 /// Seeds [`choose_doubling`] fits each candidate from: a fit from random weights can stall
-/// behind the right permutation (a product's attempts do: hence the trainer's restarts), so a
-/// second seed guards a right candidate against one bad start, while a wrong one costs the
-/// chain's bottom a fit per seed before the refusal (4.5 s for the DST-II at N = 8, 9 s for the
-/// DCT-II at 32, f64 on two CPU cores, measured with 1000-step fits at a constant rate and no polish).
-const DOUBLING_SEEDS: usize = 2;
+/// behind the right permutation (a product's attempts do: hence the trainer's restarts), so
+/// more seeds guard a right candidate against bad starts, while a wrong one costs the chain's
+/// bottom a fit per seed before the next step (with two seeds, 4.5 s for the DST-II at N = 8
+/// and 9 s for the DCT-II at 32, f64 on two CPU cores, measured with 1000-step fits at a
+/// constant rate and no polish; the fits now run 3000 steps and a polish). The Hartley
+/// transform in BPBP at N = 64 (f64, run seeds 1 and 2, one CPU core): behind the bit
+/// reversal the fits from the first three seeds stalled at rmse 1.6e-2 … 3.1e-2 (1/64 exactly
+/// in four of the six: a unit column of error), and the fourth's reached the early stop for
+/// both; with two seeds the chain was refused there (H100, the same runs). Six leave a margin
+/// over those four.
+const DOUBLING_SEEDS: usize = 6;
 
 /// At the bottom of a grown chain, the permutations, of those the doubling carries up (the bit
 /// reversal, the identity), that make the objective's target a product of `factors`
-/// butterflies after them, chosen by the search's scoring fit (from up to two seeds each): the
+/// butterflies after them, chosen by the search's scoring fit (from up to six seeds each): the
 /// first behind the bit reversal, then the identity, the later ones behind the identity; then,
 /// for a product, each behind the bit reversal. `None` where none fits to 1e-3 of the target's
-/// scale (the chain is then refused: a permutation of the run's own would not double). No
-/// matrix is read.
+/// scale (the other self-similar members are scored next, and the chain is refused where none
+/// of them fits either: a permutation of the run's own would not double). No matrix is read.
 ///
 /// # Errors
 /// As [`learn_permutation`].
@@ -426,7 +432,9 @@ pub(super) fn search_permutations<B: FftBackend>(
             cfg.target.name()
         ),
         format!(
-            "none, by the search's scoring fit of {factors} butterflies behind each: this family cannot be grown by doubling; train it at N = {} without grow_above",
+            "none, by the search's scoring fit of {factors} butterflies behind each (the best to rmse {:.2e}, where a fit reaches {:.2e}, 1e-3 of the target's scale): this family cannot be grown by doubling from here, or its fits from random weights stalled (another seed or another grow_above may find one); train it at N = {} without grow_above",
+            learned.score,
+            scorer::SOLVED * scorer::own_scale(objective),
             2 * cfg.n
         ),
     ))
