@@ -126,9 +126,9 @@ fn missed_bar(report: &TrainReport, model: Option<ModelChoice>, real: bool, own_
     let chosen = model.map(|_| match &report.target {
         Target::Matrix(_) | Target::Operator(_) | Target::Data(_) => format!(" (model {} from --model)", report.model),
         _ => format!(
-            " (model {} from --model; the target's own class, {}, represents it exactly)",
+            " (model {} from --model; its default class, {}, represents it)",
             report.model,
-            learned_fft::reference::factorizations::model_name(&report.target)
+            learned_fft::train::default_class(&report.target).name()
         ),
     });
     let why = match report.bar {

@@ -163,17 +163,17 @@ impl ModelClass {
     }
 }
 
-/// A model class chosen by name instead of the target's own (`train --model`), in Dao et al.'s
-/// notation (ICML 2019): every stage learned, and
+/// A generic model class in Dao et al.'s notation (ICML 2019), every stage learned: what a run
+/// trains (`train --model`, [`crate::train::TrainConfig::class`]; unset, the target's default,
+/// [`crate::train::default_class`]):
 /// - `B`: one butterfly, no input permutation;
-/// - `BP`: one butterfly after the first permutation of the target's own class (found from the
-///   matrix where it is, see [`model_class`]);
-/// - `BPBP`: that factor, then a second butterfly (no permutation; a circulant keeps its exact
-///   factorization's two). Where no permutation is found from the matrix without a pattern of
-///   the answer (the Hartley transform's, the DCT-II's, the DST-II's, whose own class's is
-///   found given their pairing's pattern; a user's matrix that no permutation makes one
-///   butterfly), the class holds the identity and the trainer learns the first permutation with
-///   both butterflies behind it ([`crate::train::permutation`]).
+/// - `BP`: one butterfly after a permutation, found from the target's matrix where one makes it
+///   a butterfly (see [`model_class_for`]);
+/// - `BPBP`: that factor, then a second butterfly behind the identity. Where no permutation is
+///   found from the matrix (the Hartley transform's, the DCT-II's, the DST-II's, the
+///   circulant's; a user's matrix that no permutation makes one butterfly), the class holds the
+///   identity and the trainer learns the permutations with both butterflies behind them
+///   ([`crate::train::permutation`]).
 ///
 /// A class that cannot represent the target trains like any other and misses the bar (the
 /// floor is always the target's exact factorization's).
@@ -238,9 +238,10 @@ impl std::str::FromStr for ModelChoice {
     }
 }
 
-/// The model class to train for `target` at size `n`: `choice`'s where one is given, the
-/// target's own otherwise ([`model_class`] with `dense`, the target's matrix, where given;
-/// [`model_class_of_size`] without).
+/// The model class for `target` at size `n`: the generic class `choice` where one is given (what
+/// the trainer trains), the class of the target's exact factorization otherwise ([`model_class`]
+/// with `dense`, the target's matrix, where given; [`model_class_of_size`] without: the truth a
+/// report's floor is measured in, with the stages it fixes).
 ///
 /// # Errors
 /// [`Error::InvalidInput`] when `n` is not a power of two ≥ 2 or differs from `dense`'s size,

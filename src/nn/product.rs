@@ -185,39 +185,6 @@ impl<B: Backend> ButterflyProduct<B> {
         Ok(ButterflyProduct { factors })
     }
 
-    /// The product of size 2N grown from this two-factor layer (both factors after the bit
-    /// reversal) by the eigenstructure of the targets ([`crate::reference::growth`]): `half` the
-    /// target this layer was trained on, `target` the one at 2N; with the start's rmse against
-    /// `target` in f64. `None` where the layer is not of that shape or a step of the construction
-    /// is singular (a layer far from its target), so the caller starts otherwise.
-    ///
-    /// # Errors
-    /// Those of [`Target::matrix`] (sizes, memory) and of the construction.
-    pub fn eigen_doubled(&self, half: &Target, target: &Target) -> Result<Option<(ButterflyProduct<B>, f64)>> {
-        let n = self.n();
-        if self.factors.len() != 2 || self.factors.iter().any(|f| *f.permutation() != Permutation::BitReversal) {
-            return Ok(None);
-        }
-        let (re, im) = self.factors[0].twiddles_f64();
-        let grown = crate::reference::growth::eigen_doubled((&re, &im), &half.matrix(n)?, &target.matrix(2 * n)?)?;
-        let Some(grown) = grown else { return Ok(None) };
-        let device = self.factors[0].twiddle_re.device();
-        let permutation = Permutation::BitReversal.indices(2 * n);
-        let factors = grown
-            .factors
-            .iter()
-            .map(|(re, im)| {
-                let factor = crate::reference::factorizations::Factor {
-                    permutation: permutation.clone(),
-                    re: re.clone(),
-                    im: im.clone(),
-                };
-                Butterfly::from_factor(&factor, &device)
-            })
-            .collect::<Result<Vec<_>>>()?;
-        Ok(Some((ButterflyProduct { factors }, grown.rmse)))
-    }
-
     /// Transform size N (0 for a product of no factors).
     pub fn n(&self) -> usize {
         self.factors.first().map_or(0, Butterfly::n)

@@ -1,5 +1,8 @@
 //! Growing a two-butterfly layer of a circulant from N/2 to N by the target's eigenstructure,
-//! in f64: the start a grown circulant run polishes from.
+//! in f64. The trainer does not use it: it reads the target's eigenvectors, knowledge of the
+//! circulant's answer that a generic class is not given (a grown circulant run doubles its
+//! half-size layer with random last stages and runs Adam). It is kept as a reference
+//! construction: how far the doubled layer is from a solution, and what would close the gap.
 //!
 //! # Why the plain doubled start is far from a solution
 //! A circulant is `C = F⁻¹ D F`; a learned factorization `C = (B₂ P) (B₁ P)` (P the bit

@@ -44,7 +44,7 @@ impl TrainState {
     /// counted (its seconds are the run's clock's). One butterfly goes straight to the polish
     /// (Adam would leave the trained stages; Levenberg–Marquardt fits the random last stage, a
     /// linear least-squares problem while the others stay put, and then polishes all of them);
-    /// a product grown by the eigenstructure (`aligned`) too; another product's attempt runs
+    /// a whole start the caller gives (`aligned`) too; another product's attempt runs
     /// Adam first, as from random weights (its random last stages and
     /// the diagonal its second factor holds make the problem bilinear: for the circulant at
     /// N = 32 and 64 the polish from the grown layer itself stalled at rmse ≈ 1.2, and from 500
@@ -57,27 +57,21 @@ impl TrainState {
     }
 }
 
-/// Weight of the random unitary part in the blocks of a product's factors after the first
-/// ([`ButterflyInit::NearIdentity`]) where the model class fixes some stages (Hartley, DCT-II,
-/// DST-II): measured at N = 16 (f64, seeds 0–2), DCT-II needs 1–2 attempts from these and 5 (or
-/// fails) from Haar-random blocks in every factor; 0.3 is no better than 1. Where every stage is
-/// learned (the circulant's two free butterflies) every factor starts Haar-random instead: at
-/// N = 32 (f32, candle, four random kernels) that took 5 attempts and 3 700 steps in all where
-/// near-identity later factors took 11 attempts and 10 600 steps.
-pub const REST_INIT_WEIGHT: f64 = 0.1;
-
 /// The class a run at size `n` trains ([`model_class_for`] with `dense`, the target's matrix
 /// where at hand), with the factors [`TrainConfig::factors`] asks for: (BP)^K repeats BPBP's
 /// later factor.
 pub(super) fn chosen_class(cfg: &TrainConfig, n: usize, dense: Option<&ComplexMatrix>) -> Result<ModelClass> {
-    Ok(model_class_for(&cfg.target, n, dense, cfg.model)?.with_factors(cfg.chosen_factors().unwrap_or(0), n))
+    let class = model_class_for(&cfg.target, n, dense, Some(cfg.class()))?.with_factors(cfg.class_factors(), n);
+    // A generic class learns every stage: no stage of a known factorization is given.
+    match class.fixed {
+        None => Ok(class),
+        Some(_) => Err(Error::invalid("train", "a model class that learns every stage", format!("{class:?}"))),
+    }
 }
 
 /// Attempt `attempt`'s random initial layer, in the run's model `class` ([`model_class_for`]):
-/// Haar-random unitary blocks in the first factor; in the others near-identity random blocks
-/// ([`REST_INIT_WEIGHT`]) when the class fixes some stages, Haar-random blocks otherwise (seed
-/// `cfg.seed + attempt`, see [`ButterflyProductConfig::init`] for each factor's); and the
-/// class's values in the stages it does not learn.
+/// Haar-random unitary blocks in every factor (seed `cfg.seed + attempt`, see
+/// [`ButterflyProductConfig::init`] for each factor's), real where the class is.
 pub(super) fn fresh_layer<B: FftBackend>(
     cfg: &TrainConfig,
     class: &ModelClass,
@@ -85,10 +79,8 @@ pub(super) fn fresh_layer<B: FftBackend>(
     device: &B::Device,
 ) -> Result<ButterflyProduct<B>> {
     let seed = cfg.seed + attempt as u64;
-    let rest = class.fixed.as_ref().map(|_| ButterflyInit::NearIdentity { seed, weight: REST_INIT_WEIGHT });
     let layer = ButterflyProductConfig::new(cfg.n, class.permutations.clone())
         .with_init(ButterflyInit::RandomUnitary { seed })
-        .with_rest(rest)
         .init(device)?;
     class.impose(layer)
 }

@@ -545,12 +545,23 @@ impl Checkpoint {
         if self.precision != precision {
             return Err(Error::invalid(op, format!("precision {} as in the checkpoint", self.precision), precision));
         }
-        if saved.model != new.model || saved.chosen_factors() != new.chosen_factors() {
-            let name = |c: &TrainConfig| c.chosen_name().unwrap_or_else(|| "the target's own".into());
+        if saved.model != new.model || saved.class_factors() != new.class_factors() {
             return Err(Error::invalid(
                 op,
-                format!("the checkpoint's model class ({})", name(saved)),
-                format!("model class {}", name(new)),
+                format!("the checkpoint's model class ({})", saved.class_name()),
+                format!("model class {}", new.class_name()),
+            ));
+        }
+        // A run written in a target's former class (fixed stages: three factors for the real
+        // transforms), which no run trains now, holds another number of factors.
+        if self.factors() != new.class_factors() {
+            return Err(Error::invalid(
+                op,
+                format!("a checkpoint of the {} factors of the class {}", new.class_factors(), new.class_name()),
+                format!(
+                    "{} factors in the checkpoint (a class no longer trained: start the run afresh)",
+                    self.factors()
+                ),
             ));
         }
         if saved.real != new.real {

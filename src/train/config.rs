@@ -234,35 +234,30 @@ train_config! {
         /// minibatch each, and its phase switch reads the minibatch's loss.
         #[config(default = "None")]
         pub batch_size: Option<usize>,
-        /// Above this N a run of the DFT, iDFT, Hadamard transform or circulant starts from the
-        /// layer trained at N/2, grown to N (unset: 4096, the circulant in its own class 4; N or
-        /// more: from random weights at every size).
+        /// Above this N a run starts from the layer trained at N/2, grown to N (unset: the
+        /// default for its target and class, [`grow_above_default`]: the bottom of a product's
+        /// chain, 4096 for one butterfly; N or more: from random weights at every size).
         ///
-        /// It applies to a run whose model class is a product of butterflies after the bit
-        /// reversal or the identity with every stage learned. Each attempt starts from the layer
+        /// It applies to a run whose model class is a product of butterflies behind
+        /// permutations the doubling carries up (the bit reversal, the identity, the other
+        /// self-similar members), every stage learned. Each attempt starts from the layer
         /// trained at N/2 (on [`Target::halved`]; itself from random weights, and grown the same
         /// way above this size) applied to both halves, with a random last stage in each factor
         /// ([`ButterflyProduct::doubled`]); one butterfly then goes straight to the polish, a
-        /// product runs Adam's schedule first, except the circulant's first attempt of a block in
-        /// its own class (not a `model` chosen), which starts from the layer grown by the
-        /// targets' eigenstructure
-        /// ([`ButterflyProduct::eigen_doubled`]) and goes straight to the polish where that start
-        /// is within `switch_rmse`. The attempts of a block (at most
+        /// product runs Adam's schedule first. The attempts of a block (at most
         /// [`HALF_REUSE`](crate::train::HALF_REUSE); one that ends on Adam's plateau ends it,
         /// [`block_start`](crate::train::block_start)) double one trained half-size layer, each
-        /// with its own random last stages. Unset, the target's default applies,
-        /// [`grow_above_default`].
+        /// with its own random last stages.
         ///
         /// [`ButterflyProduct::doubled`]: crate::nn::ButterflyProduct::doubled
-        /// [`ButterflyProduct::eigen_doubled`]: crate::nn::ButterflyProduct::eigen_doubled
         #[config(default = "None")]
         pub grow_above: Option<usize>,
-        /// Model class to train instead of the target's own (which represents it exactly):
-        /// `b` one butterfly, `bp` a permutation and a butterfly, `bpbp` two of them. A class
-        /// that cannot represent the target misses the bar.
+        /// Model class to train: `b` one butterfly, `bp` a permutation and a butterfly, `bpbp`
+        /// two of them, every stage learned. A class that cannot represent the target misses
+        /// the bar.
         ///
-        /// Unset, the class is the target's own ([`crate::nn::model_class`]); see
-        /// [`ModelChoice`].
+        /// Unset, the target's default class, [`default_class`]: BP for the DFT, iDFT, Hadamard
+        /// transform and a user's target, BPBP for the others. See [`ModelChoice`].
         #[config(default = "None")]
         pub model: Option<ModelChoice>,
         /// The number of (permutation, butterfly) factors of the class `model` `bpbp` trains:
@@ -367,50 +362,83 @@ train_config! {
 /// not leave it in 3000 steps, while 4096 reaches the f32 bar; docs/benchmarks.md#training-dft).
 pub const GROW_ONE_FACTOR_ABOVE: usize = 4096;
 
-/// Above this size the circulant (two butterflies) grows from N/2 by default, so every run but
-/// N = 4 starts from the chain 4 → 8 → … → N. From random weights its two factors fall into
-/// spurious minima: at N = 16 one standard-normal kernel in twelve stalled at rmse 0.246 in all
-/// ten attempts (f32, candle), from N = 32 one seed in ten, and at N = 64 every seed tried. Grown
-/// from 4, every run reached both bars at N = 8 (20 kernels, f32) and N = 16 (40 kernels in f32,
-/// 20 in f64), the one that stalled among them.
-pub const GROW_PRODUCT_ABOVE: usize = 4;
+/// Where a chain of the circulant in BPBP starts by default: it grows from N = 16 above it.
+/// From random weights its two factors fall into spurious minima: at N = 32 alone ten attempts
+/// stalled at rmse 0.34–0.52 (seed 0), and the chain from N = 4 stalled at 16 (f64, rmse 0.36
+/// after ten attempts), where the run at 16 alone reached 1.6e-16 in one; from 16 the chain
+/// reached both bars at every size to N = 256 in one attempt each (seed 0; f64 2.6e-16 and f32
+/// 0.49 × the floor at 256).
+pub const CIRCULANT_BOTTOM: usize = 16;
 
-/// The size above which a run at N grows from N/2 when [`TrainConfig::grow_above`] is `None`:
-/// [`GROW_PRODUCT_ABOVE`] for the circulant in its own class (`model` unset), [`GROW_ONE_FACTOR_ABOVE`]
-/// for the others (the targets whose class has fixed stages, Hartley, DCT-II and DST-II, never
-/// grow); a user's matrix, of one size, never grows, and a user's operator grows only when
-/// asked (`usize::MAX`).
-///
-/// The circulant in a class chosen with `model` learns its permutations from its objective
-/// instead, and a chain's bottom chooses them among those the doubling carries up: without the
-/// eigenstructure's start (knowledge of its answer, which a chosen class does not read) the
-/// chain from 4 stalled at N = 16 (BPBP, f64, seed 0, a standard-normal kernel: rmse 0.36 in
-/// ten attempts) where the run at 16 alone reached 1.6e-16 in one, and the chain from 16
-/// reached 2.3e-16 at N = 128 (`grow_above` 16).
-pub fn grow_above_default(target: &Target, model: Option<ModelChoice>) -> usize {
+/// Where a chain of the DCT-II or DST-II in BPBP starts by default: its bottom must be large
+/// enough to tell its first permutation from the others the doubling carries up (the DCT-II's
+/// chain from 8 stalled at 16); from 32 both reached their bars at 128, 256 and 512 in both
+/// precisions (seed 0; 1–7 attempts).
+pub const DCT_DST_BOTTOM: usize = 32;
+
+/// Where a chain of the Hartley transform in BPBP starts by default: at N = 32 both the bit
+/// reversal and the identity fit, and the chain from there missed at 128 (rmse 0.10 after ten
+/// attempts, f64, seed 0); from 64, where only the bit reversal fits, it reached f64 at 128, 256
+/// and 512 and f32 at 256 and 512 (seed 0), and f64 at 128 with seeds 1 and 2.
+pub const HARTLEY_BOTTOM: usize = 64;
+
+/// The class a run trains when [`TrainConfig::model`] is unset: BP (one butterfly after a
+/// permutation, found from the matrix where it is at hand) for the targets one butterfly
+/// represents by their definition (the DFT, iDFT, Hadamard transform) and for a user's target
+/// (whose permutation is found where one makes it a butterfly); BPBP, every stage of both
+/// factors learned, for the Hartley transform, the DCT-II, the DST-II and the circulant, which
+/// no single butterfly represents. Either is Dao et al.'s generic class: no stage of a known
+/// factorization is read.
+pub fn default_class(target: &Target) -> ModelChoice {
     match target {
-        Target::Circulant { .. } if model.is_none() => GROW_PRODUCT_ABOVE,
-        Target::Matrix(_) | Target::Operator(_) | Target::Data(_) => usize::MAX,
+        Target::Hartley | Target::Dct2 | Target::Dst2 | Target::Circulant { .. } => ModelChoice::Bpbp,
+        Target::Dft | Target::Idft | Target::Hadamard | Target::Matrix(_) | Target::Operator(_) | Target::Data(_) => {
+            ModelChoice::Bp
+        }
+    }
+}
+
+/// The size above which a run at N grows from N/2 when [`TrainConfig::grow_above`] is unset,
+/// for a run in the class `class` with `factors` factors: for BPBP (two factors) the bottom of
+/// the target's chain, [`CIRCULANT_BOTTOM`], [`DCT_DST_BOTTOM`], [`HARTLEY_BOTTOM`]; for one
+/// butterfly of a built-in [`GROW_ONE_FACTOR_ABOVE`] (as for any other class); a user's matrix,
+/// of one size, never grows, and a user's operator grows only when asked (`usize::MAX`).
+pub fn grow_above_default(target: &Target, class: ModelChoice, factors: usize) -> usize {
+    match (target, class, factors) {
+        (Target::Matrix(_) | Target::Operator(_) | Target::Data(_), _, _) => usize::MAX,
+        (Target::Circulant { .. }, ModelChoice::Bpbp, 2) => CIRCULANT_BOTTOM,
+        (Target::Dct2 | Target::Dst2, ModelChoice::Bpbp, 2) => DCT_DST_BOTTOM,
+        (Target::Hartley, ModelChoice::Bpbp, 2) => HARTLEY_BOTTOM,
         _ => GROW_ONE_FACTOR_ABOVE,
     }
 }
 
 impl TrainConfig {
-    /// The number of (permutation, butterfly) factors of the class chosen with `model`
-    /// ([`TrainConfig::factors`] for `bpbp`, 2 unset); `None` without a choice.
-    pub fn chosen_factors(&self) -> Option<usize> {
-        self.model.map(|m| match m {
-            ModelChoice::Bpbp => self.factors.unwrap_or(m.factors()),
-            m => m.factors(),
-        })
+    /// The class this run trains: [`TrainConfig::model`], or unset the target's default
+    /// ([`default_class`]); with the real-output map unset means BP.
+    pub fn class(&self) -> ModelChoice {
+        match (self.model, self.real_output) {
+            (Some(m), _) => m,
+            (None, true) => ModelChoice::Bp,
+            (None, false) => default_class(&self.target),
+        }
     }
 
-    /// The name of the class chosen with `model`, as the report gives it: `B`, `BP`, `BPBP`,
-    /// or `(BP)^K` for more factors; `None` without a choice.
-    pub fn chosen_name(&self) -> Option<String> {
-        match (self.model, self.chosen_factors()) {
-            (Some(ModelChoice::Bpbp), Some(k)) if k > 2 => Some(format!("(BP)^{k}")),
-            (m, _) => m.map(|m| m.name().to_string()),
+    /// The number of (permutation, butterfly) factors of the class ([`TrainConfig::class`];
+    /// [`TrainConfig::factors`] for `bpbp`, 2 unset).
+    pub fn class_factors(&self) -> usize {
+        match self.class() {
+            ModelChoice::Bpbp => self.factors.unwrap_or(ModelChoice::Bpbp.factors()),
+            m => m.factors(),
+        }
+    }
+
+    /// The name of the class, as the report gives it: `B`, `BP`, `BPBP`, or `(BP)^K` for more
+    /// factors.
+    pub fn class_name(&self) -> String {
+        match (self.class(), self.class_factors()) {
+            (ModelChoice::Bpbp, k) if k > 2 => format!("(BP)^{k}"),
+            (m, _) => m.name().to_string(),
         }
     }
 
@@ -421,9 +449,14 @@ impl TrainConfig {
     }
 
     /// The size above which this run grows from N/2: [`TrainConfig::grow_above`], or the
-    /// target's default.
+    /// default for its target and class ([`grow_above_default`]; none under the real-output
+    /// map, whose permutation is learned at each size).
     pub fn grow_threshold(&self) -> usize {
-        self.grow_above.unwrap_or_else(|| grow_above_default(&self.target, self.model))
+        let default = match self.real_output {
+            true => grow_above_default(&self.target, ModelChoice::Bp, 1),
+            false => grow_above_default(&self.target, self.class(), self.class_factors()),
+        };
+        self.grow_above.unwrap_or(default)
     }
 
     /// Whether the run at size `n` of this config's chain starts from its member of half the

@@ -1,30 +1,26 @@
 //! Training a butterfly, or a product of butterflies, to reproduce a target transform from
 //! random weights.
 //!
-//! The model is the target's class ([`crate::nn::model_class`]): a
-//! [`crate::nn::ButterflyProduct`] of K (permutation, butterfly) factors (K = 1 for the DFT, the
-//! iDFT and the Hadamard transform, 2 for the circulant; for the Hartley transform, the DCT-II
-//! and the DST-II one factor and the pairing `M = C S C`, whose permutations `C` are fixed stages
-//! and whose one stage `S` is learned). With one factor, the permutation is found from the
+//! The model is the run's class ([`TrainConfig::class`], Dao et al.'s generic classes,
+//! [`crate::nn::ModelChoice`]): a [`crate::nn::ButterflyProduct`] of K (permutation, butterfly)
+//! factors with every stage learned. By default one (BP) for the DFT, the iDFT, the Hadamard
+//! transform and a user's target, two (BPBP) for the Hartley transform, the DCT-II, the DST-II
+//! and the circulant ([`default_class`]). With one factor, the permutation is found from the
 //! target's matrix ([`crate::reference::identify`]: the bit reversal for the DFT, the identity
-//! for the Hadamard transform, any permutation for a matrix of that class); so does the first
-//! factor of the Hartley transform, DCT-II and DST-II, under its pairing's pattern, while the
-//! circulant keeps the bit reversals of its exact factorization. A product chosen with `--model`
-//! ([`crate::nn::ModelChoice`]) whose first permutation no generic method finds from the matrix
-//! learns it by gradient descent with the class's own butterflies behind it
-//! ([`permutation::learn_permutation`]; at the bottom of a grown chain, of those the doubling
-//! carries up, [`permutation::carried_up`]: the bit reversal or the identity
-//! ([`permutation::choose_doubling`]), else another self-similar member). The first factor starts from
-//! Haar-random unitary blocks, the others' learned stages near the identity (the circulant's
-//! Haar-random too); Adam's gradients and the polish's steps leave the fixed stages exactly as
-//! they are.
+//! for the Hadamard transform, any permutation for a matrix of that class). A product's first
+//! permutation, which no generic method finds from the matrix, is learned by gradient descent
+//! with the class's own butterflies behind it ([`permutation::learn_permutation`]; at the
+//! bottom of a grown chain, of those the doubling carries up, [`permutation::carried_up`]: the
+//! bit reversal or the identity ([`permutation::choose_doubling`]), else another self-similar
+//! member). Every factor starts from Haar-random unitary blocks. The exact factorizations
+//! ([`crate::reference::factorizations`]) are the truth the report's floor is measured against,
+//! never the model or its start.
 //!
-//! **Growing** ([`TrainConfig::grow_above`]): above 4096 for one butterfly and above 4 for the
-//! circulant, a run first trains the target halved at N/2 (itself grown the same way) and starts
-//! from that layer doubled: one butterfly with a random last stage, straight into the polish; the
-//! circulant's first attempt of a block from the layer grown by the targets' eigenstructure
-//! ([`crate::reference::growth`], exact to rounding from a half-size layer at its bar), straight
-//! into the polish, and otherwise with random last stages and Adam first.
+//! **Growing** ([`TrainConfig::grow_above`]): above 4096 for one butterfly and above the bottom
+//! of a product's chain (16 for the circulant, 32 for the DCT-II and DST-II, 64 for the Hartley
+//! transform), a run first trains the target halved at N/2 (itself grown the same way) and
+//! starts from that layer doubled with random last stages: one butterfly straight into the
+//! polish, a product with Adam first.
 //!
 //! # Method
 //! 1. **Adam** (cosine learning-rate decay) on the identity-basis loss
@@ -66,7 +62,7 @@ mod trainer;
 pub use crate::metrics::FloorSource;
 pub use attempt::{block_start, PLATEAU_OVER_SWITCH};
 pub use checkpoint::{Checkpoint, DirLock};
-pub use config::TrainConfig;
+pub use config::{default_class, TrainConfig};
 pub use observer::{AttemptLog, Observer, Progress};
 pub use state::{Phase, TrainState};
 pub use trainer::{TrainReport, Trainer, HALF_REUSE};

@@ -28,7 +28,6 @@ use crate::memory;
 use crate::metrics::FloorSource;
 use crate::nn::{exact_product, Butterfly, ButterflyProduct, ModelChoice, ModelClass, PermutationSource};
 use crate::ops::Permutation;
-use crate::reference::factorizations::factor_count;
 use crate::reference::{ComplexMatrix, Target};
 use crate::tensors::float_tensor;
 
@@ -79,8 +78,8 @@ pub(super) type Grow<'a, B> = dyn Fn(usize, usize, &mut dyn Observer) -> Result<
 pub(super) struct Grown<B: FftBackend> {
     /// The grown layer (its last stage random, or the whole of it fitted: `aligned`).
     pub layer: ButterflyProduct<B>,
-    /// Whether the layer was grown by the targets' eigenstructure to within Adam's hand-over
-    /// rmse ([`ButterflyProduct::eigen_doubled`]): the attempt goes straight to the polish.
+    /// Whether the layer is a whole start to polish, not one to run Adam from (a start the
+    /// caller gives): the attempt goes straight to the polish.
     pub aligned: bool,
     /// The size it grew from.
     pub from_n: usize,
@@ -150,16 +149,11 @@ impl<'a, B: FftBackend> Run<'a, B> {
         cfg.validate()?;
         let n = cfg.n;
         let float = std::mem::size_of::<B::FloatElem>();
-        let factors = match (cfg.chosen_factors(), cfg.real_output) {
-            (Some(k), _) => k,
-            (None, true) => ModelChoice::Bp.factors(),
-            (None, false) => factor_count(&cfg.target),
-        };
+        let factors = cfg.class_factors();
         // The class to train, from the target's matrix where one is at hand: the choice's or the
         // target's own, or with the real-output map the generic class of the choice.
         let class_for = |dense: Option<&ComplexMatrix>| match cfg.real_output {
-            true => Ok(ModelClass::generic(cfg.model.unwrap_or(ModelChoice::Bp), n)?
-                .with_factors(cfg.chosen_factors().unwrap_or(0), n)),
+            true => Ok(ModelClass::generic(cfg.class(), n)?.with_factors(cfg.class_factors(), n)),
             false => chosen_class(cfg, n, dense),
         };
         let rows = match &cfg.target {
@@ -223,7 +217,7 @@ impl<'a, B: FftBackend> Run<'a, B> {
         // generic class does not read; a user's): learned with the class's own later
         // butterflies behind it, unless the run grows here (it takes its half-size member's).
         let grows_here = cfg.grows_at(n);
-        let learns_product = cfg.model == Some(ModelChoice::Bpbp) && class.fixed.is_none() && !cfg.real_output;
+        let learns_product = cfg.class() == ModelChoice::Bpbp && !cfg.real_output;
         learn_permutation |= learns_product && !grows_here;
         // The real-output map: the first permutation is learned below, on the real batch.
         let probes = match cfg.real_output {
@@ -244,7 +238,7 @@ impl<'a, B: FftBackend> Run<'a, B> {
             && !options.given_start
             && (class.permutations.len() == 1 || cfg.real_output || learns_product)
             && class.sources[0] == PermutationSource::Identity
-            && cfg.model != Some(ModelChoice::B);
+            && cfg.class() != ModelChoice::B;
         let learn_permutation = searched_first && !options.resume;
         // The search's time is the run's. It is read here, before the half-size run of a grown
         // start: that run's seconds come with it (`Grown::seconds`), and counting them in the
@@ -341,7 +335,7 @@ impl<'a, B: FftBackend> Run<'a, B> {
         // the sizes with no matrix at hand they are known no other way. A product's from its
         // exact factorization (the circulant's in its own class) stay the table's: the doubling
         // carries them up unchanged (`Trainer::grown` checks it).
-        if state.grown_from.is_some() && cfg.model != Some(ModelChoice::B) {
+        if state.grown_from.is_some() && cfg.class() != ModelChoice::B {
             class.permutations = layer.permutations();
             for source in &mut class.sources {
                 if *source != PermutationSource::Table {
@@ -362,7 +356,7 @@ impl<'a, B: FftBackend> Run<'a, B> {
         let tb = cfg.log_dir.as_ref().map(TensorBoard::open).transpose()?;
         let perms = layer.permutations();
         // Per factor, the masks of the real and the imaginary parts' gradients.
-        let learned_mask = (class.fixed.is_some() || class.real).then(|| {
+        let learned_mask = class.real.then(|| {
             let log_n = n.trailing_zeros() as usize;
             let mask = class.stage_mask(n);
             mask.chunks(2 * n * log_n)

@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use super::checkpoint;
 use super::config::TrainConfig;
-use super::objective::{scalar, Objective, Probes, DENSE_MAX_N};
+use super::objective::{scalar, Objective, Probes};
 use super::observer::{AttemptLog, Observer, Progress};
 use super::permutation::{self, SearchInF64, Searched};
 use super::run::{Grown, Refine, Run, RunOptions};
@@ -19,9 +19,9 @@ use super::state::Phase;
 use crate::backend::{dispatch, BackendKind, BackendTask, FftBackend, Precision, Selected};
 use crate::error::{Error, Result};
 use crate::metrics::{self, FloorSource};
-use crate::nn::{Butterfly, ButterflyProduct, ModelChoice, PermutationSource};
+use crate::nn::{Butterfly, ButterflyProduct, PermutationSource};
 use crate::ops::Permutation;
-use crate::reference::factorizations::{model_name, Factor};
+use crate::reference::factorizations::Factor;
 use crate::reference::{Operator, Target};
 
 /// The outcome of a run. The rmse and floor here are the f64 metric of [`crate::metrics`],
@@ -67,8 +67,9 @@ pub struct TrainReport {
     pub bar: Option<f64>,
     /// Whether the rmse is at or under the bar (`false` where there is no bar).
     pub reached: bool,
-    /// The model class trained: `B`, `BP` or `BPBP` (chosen with [`TrainConfig::model`]), or
-    /// the target's own (`BP`, `BPBP`, or `BP+M` with fixed stages).
+    /// The model class trained ([`TrainConfig::class`]): `B`, `BP`, `BPBP` or `(BP)^K`, `Re(…)`
+    /// under the real-output map (reports written before every class was generic may name
+    /// `BP+M`, with fixed stages).
     pub model: String,
     /// Stages the optimiser learned, over all factors.
     pub stages_learned: usize,
@@ -337,7 +338,7 @@ impl Trainer {
         }
         let class = super::attempt::chosen_class(cfg, cfg.n, None)?;
         let doubles = |p: &Permutation| matches!(p, Permutation::BitReversal | Permutation::Identity);
-        if class.fixed.is_some() || !class.permutations.iter().all(doubles) {
+        if !class.permutations.iter().all(doubles) {
             return Ok(None);
         }
         let mut cached = half.borrow_mut();
@@ -347,23 +348,6 @@ impl Trainer {
         };
         // Its steps and seconds count once, in the block's first attempt.
         let (steps, seconds) = if h.attempt == attempt { (h.steps, h.seconds) } else { (0, 0.0) };
-        // The block's first attempt starts from the eigenstructure's fit where it is within
-        // Adam's hand-over rmse (deterministic, so the block's later attempts, and any attempt
-        // where it is not, double with random last stages and run Adam). Not in a class chosen
-        // with `--model`: the eigenstructure is knowledge of the circulant's answer.
-        let aligned = if attempt == h.attempt
-            && !cfg.real
-            && cfg.model.is_none()
-            && matches!(cfg.target, Target::Circulant { .. })
-            && cfg.n <= DENSE_MAX_N
-        {
-            h.layer
-                .eigen_doubled(&cfg.target.halved()?, &cfg.target)?
-                .filter(|(_, rmse)| *rmse <= cfg.switch_rmse)
-                .map(|(layer, _)| layer)
-        } else {
-            None
-        };
         let half_n = cfg.n / 2;
         let carried =
             h.layer.permutations().iter().map(|p| permutation::carried_up(p, half_n)).collect::<Result<Vec<_>>>()?;
@@ -384,10 +368,7 @@ impl Trainer {
                 ),
             ));
         };
-        let (layer, aligned) = match aligned {
-            Some(layer) => (layer, true),
-            None => (h.layer.doubled_behind(&carried, cfg.seed + attempt as u64)?, false),
-        };
+        let layer = h.layer.doubled_behind(&carried, cfg.seed + attempt as u64)?;
         *cached = Some(h);
         // A class without its matrix has no permutations of its own at N, except a product's
         // from its table: the doubled half-size member's are its class's (see `Run::start`), and
@@ -400,7 +381,7 @@ impl Trainer {
                 format!("{:?} from the layer grown from N = {}", layer.permutations(), cfg.n / 2),
             ));
         }
-        Ok(Some(Grown { layer, aligned, from_n: cfg.n / 2, steps, seconds }))
+        Ok(Some(Grown { layer, aligned: false, from_n: cfg.n / 2, steps, seconds }))
     }
 
     /// The run at N/2 on the halved target with seed `seed + attempt`, polished to its own
@@ -523,11 +504,9 @@ fn finish<B: FftBackend>(mut run: Run<'_, B>, selected: &Selected) -> Result<(Bu
         floor_in_trainer_gauge: super::gauge::floor_in_trainer_gauge::<B>(n, &cfg.target, cfg.real_output, device)?,
         bar,
         reached: bar.is_some_and(|b| rmse <= b),
-        model: match (cfg.model, cfg.real_output) {
-            (m, true) => {
-                format!("Re({})", cfg.chosen_name().unwrap_or_else(|| m.unwrap_or(ModelChoice::Bp).name().into()))
-            }
-            (_, false) => cfg.chosen_name().unwrap_or_else(|| model_name(&cfg.target).to_string()),
+        model: match cfg.real_output {
+            true => format!("Re({})", cfg.class_name()),
+            false => cfg.class_name(),
         },
         stages_learned,
         stages_fixed,

@@ -84,8 +84,11 @@ fn reaches_bars_with(
             // The report says what was learned and what was given.
             let log_n = n.trailing_zeros() as usize;
             assert_eq!(r.stages_learned + r.stages_fixed, r.permutations.len() * log_n, "one permutation a factor");
+            // Every built-in trains in a generic class: no stage fixed, no permutation from a table.
+            assert_eq!(r.stages_fixed, 0, "{:?}", target.kind());
+            assert!(!r.permutations.contains(&PermutationSource::Table), "{:?}", r.permutations);
             if matches!(target, Target::Dft | Target::Idft | Target::Hadamard) && n <= 4096 {
-                assert_eq!((r.stages_fixed, &r.permutations[..]), (0, &[PermutationSource::Identified][..]));
+                assert_eq!(&r.permutations[..], &[PermutationSource::Identified][..]);
             }
         }
     }
@@ -131,8 +134,8 @@ fn circulant(n: usize, seed: u64) -> Target {
     Target::Circulant { kernel: normals(seed, n) }
 }
 
-/// The targets beyond one butterfly, in their model class (two factors for the circulant, a
-/// random kernel per seed; one factor and the pairing stage for the real transforms).
+/// The targets beyond one butterfly, in their default class, BPBP, every stage learned (a random
+/// kernel per seed for the circulant).
 const PRODUCTS: [fn(usize, u64) -> Target; 4] =
     [|n, seed| circulant(n, seed), |_, _| Target::Hartley, |_, _| Target::Dct2, |_, _| Target::Dst2];
 
@@ -202,7 +205,8 @@ fn the_f32_finish_lands_twiddles_that_are_short_fractions_on_them() {
     assert!(stalled.rmse > finished.rmse && !stalled.reached, "{:.3e} without the finish", stalled.rmse);
 }
 
-/// The products reach both bars from random init, three seeds at N = 8 and 16.
+/// The products reach both bars from random init in their default class, three seeds at N = 8
+/// and 16, with no stage fixed and no permutation from a table.
 #[test]
 fn products_from_random_init_reach_both_bars_candle() {
     for target in PRODUCTS {
@@ -231,10 +235,18 @@ fn probe_objective_reaches_both_bars_candle() {
             );
             assert_bar(&r, precision);
             // Below the dense objective's sizes the DFT's permutation is found from its matrix,
-            // probes or not; the circulant's come from its table.
-            let source =
-                if r.permutations.len() == 1 { PermutationSource::Identified } else { PermutationSource::Table };
-            assert!(r.permutations.iter().all(|&s| s == source), "{:?}", r.permutations);
+            // probes or not; the circulant's (BPBP) are learned from the objective on the probes,
+            // or the second the identity the class holds.
+            match r.permutations[..] {
+                [one] => assert_eq!(one, PermutationSource::Identified),
+                [first, second] => assert!(
+                    first == PermutationSource::Learned
+                        && matches!(second, PermutationSource::Learned | PermutationSource::Identity),
+                    "{:?}",
+                    r.permutations
+                ),
+                _ => panic!("{:?}", r.permutations),
+            }
         }
     }
     // rmse_to (blocks of basis vectors against Target::apply) against the dense rmse.
@@ -764,7 +776,7 @@ fn product_checkpoint_round_trips_and_exports() {
     let r = train(config.with_restarts(0), BackendKind::Ndarray, Precision::F32);
     let path = dir.join("checkpoint.lfft");
     let ckpt = Checkpoint::read(&path).unwrap();
-    assert_eq!(ckpt.factors(), 3, "DCT-II is three factors");
+    assert_eq!(ckpt.factors(), 2, "the DCT-II's class is BPBP");
     let product = ButterflyProduct::<NdArrayBackend<f32>>::from_checkpoint(&path, &Default::default()).unwrap();
     assert_eq!(product.permutations(), ckpt.permutations());
     // The report's metric (basis images against the target, summed in its order): the same
@@ -772,7 +784,7 @@ fn product_checkpoint_round_trips_and_exports() {
     let rmse = learned_fft::metrics::rmse_to(&product, &Target::Dct2).unwrap();
     assert_eq!(rmse, r.rmse, "eval of the file gives the trained rmse");
     let err = Butterfly::<NdArrayBackend<f32>>::from_checkpoint(&path, &Default::default()).unwrap_err();
-    assert!(err.to_string().contains("3 factors"), "{err}");
+    assert!(err.to_string().contains("2 factors"), "{err}");
 
     let out = dir.join("dct8.safetensors");
     learned_fft::train::export::export_safetensors(&path, &out).unwrap();
@@ -1055,7 +1067,7 @@ fn resume_with_changed_shapes_is_refused() {
         .with_model(Some(learned_fft::nn::ModelChoice::Bpbp));
     let err = Trainer::new(config).unwrap().with_resume(true).run(BackendKind::Ndarray, Precision::F32, &mut ());
     let msg = err.expect_err("resuming in another model class is refused").to_string();
-    assert!(msg.contains("the checkpoint's model class (the target's own)") && msg.contains("BPBP"), "{msg}");
+    assert!(msg.contains("the checkpoint's model class (BP)") && msg.contains("BPBP"), "{msg}");
     let config = TrainConfig::new(8)
         .with_checkpoint_dir(Some(dir.display().to_string()))
         .with_model(Some(learned_fft::nn::ModelChoice::Bpbp))
@@ -1551,37 +1563,32 @@ fn doubled_circulant_holds_the_half_size_stages() {
 }
 
 /// A run above `grow_above` starts from the trained half-size layer, grown, and reaches both
-/// bars; its steps count the half-size run's. The circulant (two butterflies) grows too, by the
-/// targets' eigenstructure, into the polish with no Adam step.
+/// bars; its steps count the half-size run's. The DFT and the Hadamard transform grow from 8 as
+/// asked, straight into the polish; the circulant (BPBP) grows by default from its chain's
+/// bottom, 16, its permutations chosen there and carried up, and runs Adam first.
 #[test]
 fn grown_runs_reach_both_bars_candle() {
     for precision in [Precision::F64, Precision::F32] {
         let circulant = Target::Circulant { kernel: normals(32, 32) };
-        for target in [Target::Dft, Target::Hadamard, circulant] {
-            let config = TrainConfig::new(32).with_target(target.clone()).with_grow_above(Some(8));
+        for (target, grow_above) in [(Target::Dft, Some(8)), (Target::Hadamard, Some(8)), (circulant, None)] {
+            let config = TrainConfig::new(32).with_target(target.clone()).with_grow_above(grow_above);
             let r = train(config, BackendKind::Candle, precision);
             eprintln!(
                 "grown {target:?} {precision}: rmse {:.3e} floor {:?} steps {} from {:?}",
                 r.rmse, r.floor, r.steps, r.grown_from
             );
-            assert_eq!(r.grown_from, Some(16), "N = 32 grows from 16 (which grew from 8)");
+            assert_eq!(r.grown_from, Some(16), "N = 32 grows from 16");
             assert_bar(&r, precision);
-            // The one butterfly's permutation is the half-size layer's, doubled (found from the
-            // matrix at 8, where the chain starts); the circulant's stay its table's.
-            let sources = match target {
-                Target::Circulant { .. } => vec![PermutationSource::Table; 2],
-                _ => vec![PermutationSource::Grown],
-            };
-            assert_eq!(r.permutations, sources);
-            if matches!(target, Target::Circulant { .. }) {
-                // Grown by the eigenstructure: the first attempt goes straight to the polish.
-                let first = &r.attempt_log[0];
-                assert_eq!((r.attempts, first.adam_rmse), (1, None), "the circulant's grown start: {first:?}");
-            }
+            // The permutations are the half-size layer's, doubled (found at the chain's bottom).
+            assert_eq!(r.permutations, vec![PermutationSource::Grown; r.permutations.len()]);
+            // One butterfly goes straight to the polish (no Adam record); a product runs Adam.
+            let first = &r.attempt_log[0];
+            let is_product = matches!(target, Target::Circulant { .. });
+            assert_eq!(first.adam_rmse.is_some(), is_product, "{:?}: {first:?}", target.kind());
             // The chain's half-size run makes at most `HALF_REUSE` attempts: the same config.
             let half = TrainConfig::new(16)
                 .with_target(target.halved().unwrap())
-                .with_grow_above(Some(8))
+                .with_grow_above(grow_above)
                 .with_restarts(HALF_REUSE - 1);
             let half = train(half, BackendKind::Candle, precision);
             assert!(r.steps > half.steps, "the grown run's {} steps count the half-size run's {}", r.steps, half.steps);
@@ -1631,7 +1638,7 @@ fn a_chosen_product_grows_where_its_permutations_double() {
 /// A failed attempt at N doubles its block's trained half-size layer again instead of training
 /// the chain below it anew, and a half-size run makes at most `HALF_REUSE` attempts. With every
 /// attempt failing in the polish (one polish step, after Adam handed over at once: a hand-over
-/// rmse above any), the circulant at N = 16 grown from 8 from 4 with five attempts (blocks 0–2
+/// rmse above any), the circulant (BPBP) at N = 16 grown from 8 from 4 with five attempts (blocks 0–2
 /// and 3–4) trains one layer at 8 per block, each from one layer at 4: the runs start (a run
 /// starts once its half-size run is trained) at 4, 8, 16, then 4, 8 for attempt 3. Retraining
 /// the chain on every attempt would start 4 and 8 five times each, and a run at 8 with more than
@@ -1639,8 +1646,7 @@ fn a_chosen_product_grows_where_its_permutations_double() {
 ///
 /// An attempt whose Adam ends far above the default hand-over (one Adam step, recorded) ends
 /// its block instead: every attempt at 16 doubles a half-size layer trained anew, and so does
-/// each at 8 after the first (that block's first attempt starts from the eigenstructure's fit,
-/// straight into the polish, with no Adam record: its block goes on).
+/// every attempt at 8.
 #[test]
 fn failed_attempts_reuse_the_half_size_layer() {
     use learned_fft::backend::Selected;
