@@ -10,7 +10,7 @@ use super::product::ButterflyProduct;
 use crate::error::{check_power_of_two, Error, Result};
 use crate::ops::butterfly::Permutation;
 use crate::reference::butterfly::apply;
-use crate::reference::factorizations::{exact, learned_stages, permutations};
+use crate::reference::factorizations::{exact, factor_count, learned_stages, permutations};
 use crate::reference::identify::{butterfly_permutation, factor_permutation, F64_TOLERANCE};
 use crate::reference::{ComplexMatrix, Target};
 use crate::tensors::float_tensor;
@@ -258,6 +258,10 @@ pub fn model_class_for(
     let Some(choice) = choice else { return model_class_with(target, n, dense) };
     let log_n = check_power_of_two("model", n)?;
     let first = match dense {
+        // A product's own class finds its first permutation only given its later factors'
+        // pattern, or reads it from a table (the circulant's): nothing a generic class takes,
+        // so it is not built.
+        Some(_) if factor_count(target) > 1 => (Permutation::Identity, PermutationSource::Identity),
         Some(dense) => {
             let own = model_class_with(target, n, Some(dense))?;
             match own.sources[0] {

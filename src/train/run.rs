@@ -150,8 +150,8 @@ impl<'a, B: FftBackend> Run<'a, B> {
         let n = cfg.n;
         let float = std::mem::size_of::<B::FloatElem>();
         let factors = cfg.class_factors();
-        // The class to train, from the target's matrix where one is at hand: the choice's or the
-        // target's own, or with the real-output map the generic class of the choice.
+        // The class to train (generic), its permutation found from the target's matrix where one
+        // is at hand; with the real-output map none is (the permutation is learned).
         let class_for = |dense: Option<&ComplexMatrix>| match cfg.real_output {
             true => Ok(ModelClass::generic(cfg.class(), n)?.with_factors(cfg.class_factors(), n)),
             false => chosen_class(cfg, n, dense),
@@ -212,10 +212,9 @@ impl<'a, B: FftBackend> Run<'a, B> {
         // search included (a second process on the directory is refused at once, not minutes
         // later), and before the checkpoint is read.
         let lock = cfg.checkpoint_dir.as_ref().map(|d| DirLock::acquire(Path::new(d))).transpose()?;
-        // A product chosen with `--model` whose first permutation no generic method found from
-        // a matrix (the real transforms': found only given their pairing's pattern, which the
-        // generic class does not read; a user's): learned with the class's own later
-        // butterflies behind it, unless the run grows here (it takes its half-size member's).
+        // A product (BPBP), whose first permutation no generic method finds from a matrix:
+        // learned with the class's own later butterflies behind it, unless the run grows here
+        // (it takes its half-size member's).
         let grows_here = cfg.grows_at(n);
         let learns_product = cfg.class() == ModelChoice::Bpbp && !cfg.real_output;
         learn_permutation |= learns_product && !grows_here;
@@ -332,16 +331,10 @@ impl<'a, B: FftBackend> Run<'a, B> {
             }
         }
         // A run grown from its half-size member keeps that member's permutations, doubled: at
-        // the sizes with no matrix at hand they are known no other way. A product's from its
-        // exact factorization (the circulant's in its own class) stay the table's: the doubling
-        // carries them up unchanged (`Trainer::grown` checks it).
+        // the sizes with no matrix at hand they are known no other way.
         if state.grown_from.is_some() && cfg.class() != ModelChoice::B {
             class.permutations = layer.permutations();
-            for source in &mut class.sources {
-                if *source != PermutationSource::Table {
-                    *source = PermutationSource::Grown;
-                }
-            }
+            class.sources.fill(PermutationSource::Grown);
         }
         if !options.resume {
             state.seconds += search_seconds;

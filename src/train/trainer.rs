@@ -370,17 +370,6 @@ impl Trainer {
         };
         let layer = h.layer.doubled_behind(&carried, cfg.seed + attempt as u64)?;
         *cached = Some(h);
-        // A class without its matrix has no permutations of its own at N, except a product's
-        // from its table: the doubled half-size member's are its class's (see `Run::start`), and
-        // a table's must be what the doubling carried up.
-        let tabled = class.sources.contains(&PermutationSource::Table);
-        if tabled && layer.permutations() != class.permutations {
-            return Err(Error::invalid(
-                "train.grow",
-                format!("the permutations of the model class at N = {}", cfg.n),
-                format!("{:?} from the layer grown from N = {}", layer.permutations(), cfg.n / 2),
-            ));
-        }
         Ok(Some(Grown { layer, aligned: false, from_n: cfg.n / 2, steps, seconds }))
     }
 
