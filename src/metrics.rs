@@ -185,7 +185,7 @@ pub const F32_BAR_OVER_FLOOR: f64 = 1.0;
 pub const F32_OWN_BAR_OVER_FLOOR: f64 = 1.05;
 
 /// The solution whose rounding a floor measures.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum FloorSource {
     /// The target's exact factorization (a built-in target), its twiddles rounded to the

@@ -72,6 +72,11 @@ pub enum BenchCommand {
         /// reports at once), the others start.
         #[arg(long)]
         resume: bool,
+        /// Also a row for every size below N that a run's grown chain passed (its half-size
+        /// runs: at most 3 attempts each, on the target halved), marked `grown_in: N`; every
+        /// run's line on stderr lists its chain's levels.
+        #[arg(long)]
+        levels: bool,
     },
     /// FftConv1d (exact FFT) against Burn's direct conv1d, forward, for several kernel lengths.
     Conv {
@@ -216,6 +221,7 @@ pub fn run(command: BenchCommand, global: &Global) -> Result<Value> {
             verbose,
             devices,
             resume,
+            levels,
         } => {
             let sweep = Sweep {
                 targets,
@@ -234,6 +240,7 @@ pub fn run(command: BenchCommand, global: &Global) -> Result<Value> {
                 resume,
                 stop: Some(stop_on_signals()?),
                 devices,
+                levels,
             };
             let observer = move || -> Box<dyn learned_fft::train::Observer> {
                 if verbose {
@@ -243,11 +250,12 @@ pub fn run(command: BenchCommand, global: &Global) -> Result<Value> {
                 }
             };
             let rows = sweep.run(&observer, |r| {
-                eprintln!("{}", json!({ "run": { "target": r.target.kind(), "n": r.n, "seed": r.seed, "rmse": r.rmse, "floor": r.floor, "floor_source": r.floor_source, "floor_in_trainer_gauge": r.floor_in_trainer_gauge, "bar": r.bar, "reached": r.reached, "steps": r.steps, "seconds": r.seconds, "attempts": r.attempts, "model": r.model, "stages_learned": r.stages_learned, "stages_fixed": r.stages_fixed, "permutations": r.permutations, "backend": r.backend } }));
+                eprintln!("{}", json!({ "run": { "target": r.target.kind(), "n": r.n, "seed": r.seed, "rmse": r.rmse, "floor": r.floor, "floor_source": r.floor_source, "floor_in_trainer_gauge": r.floor_in_trainer_gauge, "bar": r.bar, "reached": r.reached, "steps": r.steps, "seconds": r.seconds, "attempts": r.attempts, "model": r.model, "stages_learned": r.stages_learned, "stages_fixed": r.stages_fixed, "permutations": r.permutations, "levels": r.levels, "backend": r.backend } }));
             })?;
             for r in &rows {
+                let chain = r.grown_in.map_or(String::new(), |n| format!(" (chains to {n})"));
                 eprintln!(
-                    "{} N = {:5} {}: {}/{} under the bar {}; rmse median {:.2e} max {:.2e}; steps {}; seconds median {:.2} max {:.2}",
+                    "{} N = {:5}{chain} {}: {}/{} under the bar {}; rmse median {:.2e} max {:.2e}; steps {}; seconds median {:.2} max {:.2}",
                     r.target, r.n, r.precision, r.reached, r.runs, r.bar.map_or("(none)".into(), |b| format!("{b:.2e}")),
                     r.rmse_median, r.rmse_max, r.steps_median, r.seconds_median, r.seconds_max
                 );

@@ -13,7 +13,7 @@ use learned_fft::error::{Error, Result};
 use learned_fft::files::write_atomic;
 use learned_fft::nn::{ModelChoice, PermutationSource};
 use learned_fft::train::checkpoint::{self, Checkpoint, CHECKPOINT_FILE};
-use learned_fft::train::{Observer, TrainConfig, TrainReport, Trainer};
+use learned_fft::train::{Level, Observer, TrainConfig, TrainReport, Trainer};
 use learned_fft::{metrics, Permutation, Target, TargetKind};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -63,6 +63,9 @@ pub struct Sweep {
     /// Devices each size's seeds are spread over, one run per device at a time (1: one run at
     /// a time on the default device).
     pub devices: usize,
+    /// Also a row for every size below N of the runs' grown chains ([`TrainReport::levels`]),
+    /// so one chain to N gives figures for every size it passed.
+    pub levels: bool,
 }
 
 /// Makes the observer of one run (a run on another device's thread gets its own).
@@ -75,6 +78,12 @@ pub struct SweepRow {
     pub target: TargetKind,
     /// Size.
     pub n: usize,
+    /// Where the row is a level of grown chains ([`Sweep::levels`]): the size of the runs whose
+    /// chains these are. Each level is a half-size run of at most
+    /// [`HALF_REUSE`](learned_fft::train::HALF_REUSE) attempts on the runs' target halved (a
+    /// circulant's kernel halved, not a new random one), with the seed of the block it served;
+    /// its steps and seconds count the chain below it. `None`: runs at this size.
+    pub grown_in: Option<usize>,
     /// Precision.
     pub precision: Precision,
     /// The bar's rmse at this size (1e-14 in f64, the floor in f32; none in f32 for a target
@@ -110,8 +119,9 @@ pub struct SweepRow {
     pub seconds_max: f64,
     /// Attempts used, summed over runs.
     pub attempts: usize,
-    /// Wall time of the size's runs together (spread over `devices`, or one after another).
-    pub wall_seconds: f64,
+    /// Wall time of the size's runs together (spread over `devices`, or one after another);
+    /// `None` for a level row, whose runs were part of the size above's.
+    pub wall_seconds: Option<f64>,
     /// Devices the runs were spread over.
     pub devices: usize,
 }
@@ -160,9 +170,9 @@ fn median<T: Copy + PartialOrd>(mut v: Vec<T>) -> T {
 }
 
 /// Every permutation source the runs reported, each once, in order of first appearance.
-fn distinct_permutations(reports: &[TrainReport]) -> Vec<PermutationSource> {
+fn distinct_permutations<'a>(reports: impl IntoIterator<Item = &'a TrainReport>) -> Vec<PermutationSource> {
     let mut sources = Vec::new();
-    for p in reports.iter().flat_map(|r| r.permutations.iter().copied()) {
+    for p in reports.into_iter().flat_map(|r| r.permutations.iter().copied()) {
         if !sources.contains(&p) {
             sources.push(p);
         }
@@ -237,9 +247,14 @@ impl Sweep {
             }
             let rmses: Vec<f64> = reports.iter().map(|r| r.rmse).collect();
             let secs: Vec<f64> = reports.iter().map(|r| r.seconds).collect();
+            let wall_seconds = start.elapsed().as_secs_f64();
+            if self.levels {
+                rows.extend(level_rows(kind, self.precision, &reports));
+            }
             rows.push(SweepRow {
                 target: kind,
                 n,
+                grown_in: None,
                 precision: self.precision,
                 // The same for every seed, except a circulant's, whose kernel changes, and an
                 // own floor's, found by each run: the first.
@@ -258,12 +273,55 @@ impl Sweep {
                 seconds_median: median(secs.clone()),
                 seconds_max: secs.iter().cloned().fold(0.0, f64::max),
                 attempts: reports.iter().map(|r| r.attempts).sum(),
-                wall_seconds: start.elapsed().as_secs_f64(),
+                wall_seconds: Some(wall_seconds),
                 devices: self.devices,
             });
         }
         Ok(rows)
     }
+}
+
+/// A row for every size of the runs' grown chains ([`TrainReport::levels`]), smallest first,
+/// each over the runs whose chain passed it.
+fn level_rows(kind: TargetKind, precision: Precision, reports: &[TrainReport]) -> Vec<SweepRow> {
+    let mut sizes: Vec<usize> = reports.iter().flat_map(|r| r.levels.iter().map(|l| l.n)).collect();
+    sizes.sort_unstable();
+    sizes.dedup();
+    sizes
+        .into_iter()
+        .map(|m| {
+            let (runs, levels): (Vec<&TrainReport>, Vec<&Level>) =
+                reports.iter().filter_map(|r| r.levels.iter().find(|l| l.n == m).map(|l| (r, l))).unzip();
+            let rmses: Vec<f64> = levels.iter().map(|l| l.rmse).collect();
+            let secs: Vec<f64> = levels.iter().map(|l| l.seconds).collect();
+            // Every class trains factors × log2 N stages, each learned: a chain's level has the
+            // run's factors at its own size.
+            let per_log2 = runs[0].stages_learned / runs[0].n.ilog2() as usize;
+            SweepRow {
+                target: kind,
+                n: m,
+                grown_in: Some(runs[0].n),
+                precision,
+                bar: levels[0].bar,
+                floor: levels[0].floor,
+                floor_source: levels[0].floor_source,
+                model: runs[0].model.clone(),
+                stages_learned: per_log2 * m.ilog2() as usize,
+                stages_fixed: runs.iter().map(|r| r.stages_fixed).max().unwrap_or(0),
+                permutations: distinct_permutations(runs.iter().copied()),
+                runs: levels.len(),
+                reached: levels.iter().filter(|l| l.reached).count(),
+                rmse_median: median(rmses.clone()),
+                rmse_max: rmses.iter().cloned().fold(0.0, f64::max),
+                steps_median: median(levels.iter().map(|l| l.steps).collect()),
+                seconds_median: median(secs.clone()),
+                seconds_max: secs.iter().cloned().fold(0.0, f64::max),
+                attempts: levels.iter().map(|l| l.attempts).sum(),
+                wall_seconds: None,
+                devices: 1,
+            }
+        })
+        .collect()
 }
 
 /// A size's runs spread over the backend's first `devices` devices: device d runs trainers d,

@@ -96,6 +96,20 @@ pub fn run(args: TrainArgs, global: &Global) -> learned_fft::Result<Value> {
         line.finish();
         report?
     };
+    // A grown run's chain, smallest first: what each size it passed reached.
+    for l in &report.levels {
+        eprintln!(
+            "  grown through N = {}: rmse {:.3e}{}{} after {} steps in {:.1} s ({} attempt(s), seed {})",
+            l.n,
+            l.rmse,
+            l.bar.map(|b| format!(", bar {b:.3e}")).unwrap_or_default(),
+            if l.reached { " (reached)" } else { " (missed; the size above went on from it)" },
+            l.steps,
+            l.seconds,
+            l.attempts,
+            l.seed
+        );
+    }
     eprintln!(
         "N = {}: rmse {:.3e}{} after {} steps in {:.1} s ({} attempt(s)) on {}",
         report.n,

@@ -37,6 +37,7 @@ impl TrainState {
             crawled: false,
             seconds: 0.0,
             grown_from: None,
+            levels: Vec::new(),
         }
     }
 
@@ -53,6 +54,7 @@ impl TrainState {
         self.step += grown.steps;
         self.phase = if grown.layer.len() > 1 && !grown.aligned { Phase::Adam } else { Phase::Polish };
         self.grown_from = Some(grown.from_n);
+        self.levels = grown.levels;
         class.impose(grown.layer)
     }
 }

@@ -64,5 +64,5 @@ pub use attempt::{block_start, PLATEAU_OVER_SWITCH};
 pub use checkpoint::{Checkpoint, DirLock};
 pub use config::{default_class, TrainConfig};
 pub use observer::{AttemptLog, Observer, Progress};
-pub use state::{Phase, TrainState};
+pub use state::{Level, Phase, TrainState};
 pub use trainer::{TrainReport, Trainer, HALF_REUSE};

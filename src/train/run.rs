@@ -20,7 +20,7 @@ use super::objective::{self, scalar, Objective, Probes};
 use super::observer::{AttemptLog, Observer, Progress};
 use super::optimizer::FusedAdam;
 use super::permutation::{self, SearchInF64};
-use super::state::{Phase, TrainState};
+use super::state::{Level, Phase, TrainState};
 use crate::backend::{FftBackend, Precision};
 use crate::error::{Error, Result};
 use crate::files;
@@ -86,6 +86,9 @@ pub(super) struct Grown<B: FftBackend> {
     /// Steps and seconds of the half-size run (and of the runs it grew from).
     pub steps: usize,
     pub seconds: f64,
+    /// The chain it grew from, smallest size first, the half-size run last (empty for a start
+    /// the caller gives).
+    pub levels: Vec<Level>,
 }
 
 /// A run in progress on backend `B`.
@@ -411,6 +414,7 @@ impl<'a, B: FftBackend> Run<'a, B> {
         self.state.crawled = false;
         self.state.log2_lambda = INITIAL_LOG2_LAMBDA;
         self.state.grown_from = None;
+        self.state.levels.clear();
         // The records so far say where the block of attempts that grow from one half-size layer
         // starts (a resumed run reads them from its checkpoint, and takes the same path).
         let block = block_start(&AttemptLog::from_history(&self.history), attempt, self.cfg.switch_rmse);

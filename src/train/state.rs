@@ -40,6 +40,40 @@ pub struct TrainState {
     /// (and in checkpoints written before growing existed).
     #[serde(default)]
     pub grown_from: Option<usize>,
+    /// The chain this attempt grew from, smallest size first: each half-size run's outcome
+    /// (empty from random weights, and in checkpoints written before levels were kept).
+    #[serde(default)]
+    pub levels: Vec<Level>,
+}
+
+/// One level of a grown chain: the outcome of the half-size run a run at twice its size grew
+/// from ([`TrainConfig::grow_above`](super::TrainConfig::grow_above)). Its target is the run's
+/// target halved ([`Target::halved`](crate::Target::halved)), its attempts at most
+/// [`HALF_REUSE`](super::HALF_REUSE), and its steps and seconds count the chain below it, as a
+/// run at that size grown from the same chain would report them.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Level {
+    /// Its size.
+    pub n: usize,
+    /// Seed of the attempt that produced the layer grown from.
+    pub seed: u64,
+    /// Attempts it made.
+    pub attempts: usize,
+    /// Steps, the chain below it included.
+    pub steps: usize,
+    /// Seconds of training, the chain below it included.
+    pub seconds: f64,
+    /// rmse of its layer against its f64 target.
+    pub rmse: f64,
+    /// Its floor ([`TrainReport::floor`](super::TrainReport::floor)).
+    pub floor: Option<f64>,
+    /// What the floor measures.
+    pub floor_source: Option<crate::metrics::FloorSource>,
+    /// Its bar ([`TrainReport::bar`](super::TrainReport::bar)).
+    pub bar: Option<f64>,
+    /// Whether its rmse is at or under its bar: a level that missed is still a start the size
+    /// above can finish from.
+    pub reached: bool,
 }
 
 /// Training phase.

@@ -15,7 +15,7 @@ use super::objective::{scalar, Objective, Probes};
 use super::observer::{AttemptLog, Observer, Progress};
 use super::permutation::{self, SearchInF64, Searched};
 use super::run::{Grown, Refine, Run, RunOptions};
-use super::state::Phase;
+use super::state::{Level, Phase};
 use crate::backend::{dispatch, BackendKind, BackendTask, FftBackend, Precision, Selected};
 use crate::error::{Error, Result};
 use crate::metrics::{self, FloorSource};
@@ -84,6 +84,10 @@ pub struct TrainReport {
     /// ([`TrainConfig::grow_above`]); `None` from random weights. Its steps and seconds (and
     /// those of the runs it grew from) are counted in `steps` and `seconds`.
     pub grown_from: Option<usize>,
+    /// The chain the final attempt grew from, smallest size first: each half-size run's
+    /// outcome ([`Level`]), so one run at N gives figures for every size of its chain. Empty from
+    /// random weights.
+    pub levels: Vec<Level>,
     /// The checkpoint written at the end, if any.
     pub checkpoint: Option<String>,
     /// Each attempt's outcome, from the progress records: where its Adam phase ended and where
@@ -295,7 +299,14 @@ impl Trainer {
         let start = RefCell::new(Some(ButterflyProduct { factors }));
         let n = self.config.n;
         let grow = |_: usize, _: usize, _: &mut dyn Observer| {
-            Ok(start.borrow_mut().take().map(|layer| Grown { layer, aligned: true, from_n: n, steps: 0, seconds: 0.0 }))
+            Ok(start.borrow_mut().take().map(|layer| Grown {
+                layer,
+                aligned: true,
+                from_n: n,
+                steps: 0,
+                seconds: 0.0,
+                levels: Vec::new(),
+            }))
         };
         let options = RunOptions {
             resume: false,
@@ -369,8 +380,9 @@ impl Trainer {
             ));
         };
         let layer = h.layer.doubled_behind(&carried, cfg.seed + attempt as u64)?;
+        let levels = h.levels.clone();
         *cached = Some(h);
-        Ok(Some(Grown { layer, aligned: false, from_n: cfg.n / 2, steps, seconds }))
+        Ok(Some(Grown { layer, aligned: false, from_n: cfg.n / 2, steps, seconds, levels }))
     }
 
     /// The run at N/2 on the halved target with seed `seed + attempt`, polished to its own
@@ -404,7 +416,20 @@ impl Trainer {
         let resume = self.resume && dir.as_deref().is_some_and(checkpoint::resumable);
         let trainer = Trainer { config: half, resume, stop: self.stop.clone(), half: true };
         let (layer, report) = trainer.run_on::<B>(device, selected, observer)?;
-        Ok(Half { attempt, layer, steps: report.steps, seconds: report.seconds })
+        let mut levels = report.levels;
+        levels.push(Level {
+            n,
+            seed: report.seed,
+            attempts: report.attempts,
+            steps: report.steps,
+            seconds: report.seconds,
+            rmse: report.rmse,
+            floor: report.floor,
+            floor_source: report.floor_source,
+            bar: report.bar,
+            reached: report.reached,
+        });
+        Ok(Half { attempt, layer, steps: report.steps, seconds: report.seconds, levels })
     }
 }
 
@@ -423,6 +448,8 @@ struct Half<B: FftBackend> {
     layer: ButterflyProduct<B>,
     steps: usize,
     seconds: f64,
+    /// Its chain and its own outcome, smallest size first ([`TrainReport::levels`]).
+    levels: Vec<Level>,
 }
 
 /// The run of `cfg` with `options`: Adam then the polish, again from new random weights after a
@@ -502,6 +529,7 @@ fn finish<B: FftBackend>(mut run: Run<'_, B>, selected: &Selected) -> Result<(Bu
         permutations,
         gauge_fixed: state.gauge_fixed,
         grown_from: state.grown_from,
+        levels: state.levels,
         checkpoint: ended.checkpoint.map(|p| p.display().to_string()),
         attempt_log: AttemptLog::from_history(&ended.history),
         history: ended.history,

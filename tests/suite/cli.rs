@@ -313,6 +313,57 @@ fn bench_train_sweeps_targets_as_it_sweeps_sizes() {
     assert_eq!(runs(&resumed), runs(&out), "the resumed sweep reports the finished runs as they ended");
 }
 
+/// `bench train --levels` gives a row for every size a run's grown chain passed, from the runs
+/// at N alone: the DFT at 32 grown from 16 from 8 gives rows at 8 and 16 (`grown_in: 32`, no
+/// wall time of their own) before the row at 32, each over both seeds, its figures those of the
+/// levels each run lists on stderr.
+#[test]
+fn bench_train_levels_gives_a_row_for_every_size_of_the_chains() {
+    let scratch_dir = scratch("sweep-levels");
+    let args = [
+        "--backend",
+        "ndarray",
+        "--precision",
+        "f64",
+        "bench",
+        "train",
+        "--targets",
+        "dft",
+        "--sizes",
+        "32",
+        "--seeds",
+        "2",
+        "--grow-above",
+        "8",
+        "--levels",
+        "--scratch",
+        scratch_dir.to_str().unwrap(),
+    ];
+    let out = run(&args, &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let rows = last_json(&out)["sweep"].as_array().cloned().unwrap_or_default();
+    let sizes: Vec<(u64, Option<u64>)> =
+        rows.iter().map(|r| (r["n"].as_u64().unwrap_or(0), r["grown_in"].as_u64())).collect();
+    assert_eq!(sizes, [(8, Some(32)), (16, Some(32)), (32, None)], "{rows:?}");
+    let levels: Vec<serde_json::Value> = stderr(&out)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter_map(|v| v.get("run").map(|r| r["levels"].clone()))
+        .collect();
+    assert_eq!(levels.len(), 2, "{}", stderr(&out));
+    for (i, row) in rows[..2].iter().enumerate() {
+        assert_eq!((&row["runs"], &row["stages_learned"]), (&2.into(), &(3 + i).into()), "{row}");
+        assert!(row["wall_seconds"].is_null(), "{row}");
+        let rmses: Vec<f64> = levels.iter().map(|l| l[i]["rmse"].as_f64().unwrap_or(-1.0)).collect();
+        assert_eq!(row["rmse_max"].as_f64(), Some(rmses[0].max(rmses[1])), "{row} from {levels:?}");
+        let reached = levels.iter().filter(|l| l[i]["reached"] == true).count();
+        assert_eq!(row["reached"], reached, "{row} from {levels:?}");
+        let attempts: u64 = levels.iter().map(|l| l[i]["attempts"].as_u64().unwrap_or(0)).sum();
+        assert_eq!(row["attempts"], attempts, "{row}");
+    }
+    assert!(rows[2]["wall_seconds"].as_f64().is_some_and(|w| w > 0.0), "{}", rows[2]);
+}
+
 /// `bench train --own-floor` consults no exact factorization: each f32 run's floor is its own f64
 /// solution's rounding, and the rows say what was learned (every stage, the permutation found
 /// from the matrix) and what the floor measures. With `--to-bar`, whose bar must be known

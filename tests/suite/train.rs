@@ -1704,6 +1704,18 @@ fn failed_attempts_reuse_the_half_size_layer() {
     };
     let (attempts, started) = starts(config.clone().with_switch_rmse(1e6).with_restarts(4));
     assert_eq!(attempts, 5);
+    // The report gives the chain the last attempt grew from, smallest first: block 3's run at
+    // 8 (three attempts), grown from its own run at 4; each level's steps count those below it.
+    let r = Trainer::new(config.clone().with_switch_rmse(1e6).with_restarts(4))
+        .unwrap()
+        .run(BackendKind::Ndarray, Precision::F64, &mut ())
+        .unwrap();
+    let sizes: Vec<usize> = r.levels.iter().map(|l| l.n).collect();
+    assert_eq!(sizes, [4, 8], "{:?}", r.levels);
+    assert_eq!(r.levels[1].attempts, HALF_REUSE, "{:?}", r.levels);
+    assert!(r.levels[1].seed >= config.seed + 3, "block 3's run at 8: {:?}", r.levels);
+    assert!(r.levels.iter().all(|l| !l.reached && l.rmse > l.bar.unwrap()), "{:?}", r.levels);
+    assert!(r.levels[0].steps < r.levels[1].steps && r.levels[1].steps < r.steps, "{:?} then {}", r.levels, r.steps);
     assert_eq!(started, [4, 8, 16, 4, 8], "the runs started, by size");
     let (attempts, started) = starts(config.with_log_every(1).with_restarts(2));
     assert_eq!(attempts, 3);
@@ -1740,7 +1752,8 @@ fn a_stop_during_a_half_size_run_resumes_from_its_checkpoint() {
             .with_checkpoint_every(1)
             .with_checkpoint_dir(Some(scratch(dir).display().to_string()))
     };
-    let full = train(config("half-stop-full"), BackendKind::Ndarray, Precision::F64);
+    let full_config = config("half-stop-full");
+    let full = train(full_config.clone(), BackendKind::Ndarray, Precision::F64);
     for (stop_at, starts, half) in
         [(1, vec![4], "half-n8-a0/half-n4-a0"), (4, vec![4, 8, 16, 4], "half-n8-a3/half-n4-a0")]
     {
@@ -1777,5 +1790,23 @@ fn a_stop_during_a_half_size_run_resumes_from_its_checkpoint() {
             (full.steps, full.attempts, full.rmse.to_bits()),
             "stopped at start {stop_at}: the resumed run ends where the uninterrupted one did"
         );
+        assert_eq!(levels(&resumed), levels(&full), "stopped at start {stop_at}: the same chain");
     }
+    // A finished run read back reports its chain from its checkpoint (the half-size runs are
+    // not run again); the rmse through the checkpoint's JSON to within an ulp or so.
+    let again = Trainer::new(full_config)
+        .unwrap()
+        .with_resume(true)
+        .run(BackendKind::Ndarray, Precision::F64, &mut ())
+        .unwrap();
+    assert_eq!(levels(&again), levels(&full));
+    for (a, b) in again.levels.iter().zip(&full.levels) {
+        assert!((a.rmse - b.rmse).abs() <= 1e-15 * b.rmse, "{a:?} against {b:?}");
+    }
+}
+
+/// A report's chain without the clock: each level's size, seed, attempts and steps.
+fn levels(r: &learned_fft::TrainReport) -> Vec<(usize, u64, usize, usize)> {
+    assert!(!r.levels.is_empty(), "a grown run reports its chain");
+    r.levels.iter().map(|l| (l.n, l.seed, l.attempts, l.steps)).collect()
 }
