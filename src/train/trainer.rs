@@ -358,7 +358,8 @@ impl Trainer {
             _ => self.half_run::<B>(block, device, selected, observer)?,
         };
         // Its steps and seconds count once, in the block's first attempt.
-        let (steps, seconds) = if h.attempt == attempt { (h.steps, h.seconds) } else { (0, 0.0) };
+        let own = h.levels.last().filter(|_| h.attempt == attempt);
+        let (steps, seconds) = own.map_or((0, 0.0), |l| (l.steps, l.seconds));
         let half_n = cfg.n / 2;
         let carried =
             h.layer.permutations().iter().map(|p| permutation::carried_up(p, half_n)).collect::<Result<Vec<_>>>()?;
@@ -429,7 +430,7 @@ impl Trainer {
             bar: report.bar,
             reached: report.reached,
         });
-        Ok(Half { attempt, layer, steps: report.steps, seconds: report.seconds, levels })
+        Ok(Half { attempt, layer, levels })
     }
 }
 
@@ -442,13 +443,13 @@ impl Trainer {
 /// above it, with ten attempts at each.
 pub const HALF_REUSE: usize = 3;
 
-/// A trained half-size layer, the attempt it was trained for, and what training it took.
+/// A trained half-size layer, the attempt it was trained for, and what training it took (its
+/// level, last in `levels`).
 struct Half<B: FftBackend> {
     attempt: usize,
     layer: ButterflyProduct<B>,
-    steps: usize,
-    seconds: f64,
-    /// Its chain and its own outcome, smallest size first ([`TrainReport::levels`]).
+    /// Its chain and its own outcome (its steps and seconds, the chain's included), smallest
+    /// size first ([`TrainReport::levels`]).
     levels: Vec<Level>,
 }
 
