@@ -46,6 +46,9 @@ const HEADER_LEN: usize = 8 + 4 + 4 + 8;
 pub const CHECKPOINT_FILE: &str = "checkpoint.lfft";
 /// The file name of the config saved beside it.
 pub const CONFIG_FILE: &str = "config.json";
+/// The file name of a permutation search's progress, kept until the run's first checkpoint
+/// ([`crate::train::permutation::MemoFile`]).
+pub const SEARCH_FILE: &str = "search.json";
 
 /// The running checkpoint of a run with this config: `<checkpoint_dir>/checkpoint.lfft`, when it
 /// has a checkpoint directory.
@@ -60,12 +63,24 @@ pub fn half_dir(dir: &Path, n: usize, attempt: usize) -> PathBuf {
     dir.join(format!("half-n{n}-a{attempt}"))
 }
 
-/// Whether `dir` holds something to resume: a run's checkpoint, or a half-size run's (a grown
-/// run stopped before its own first checkpoint).
+/// Whether `dir` holds something to resume: a run's checkpoint, a half-size run's (a grown
+/// run stopped before its own first checkpoint), or a permutation search's progress (a run
+/// stopped in its search, before its first checkpoint).
 pub fn resumable(dir: &Path) -> bool {
     let half =
         |e: std::fs::DirEntry| e.file_name().to_str().is_some_and(|n| n.starts_with("half-n")) && resumable(&e.path());
-    dir.join(CHECKPOINT_FILE).exists() || std::fs::read_dir(dir).is_ok_and(|mut d| d.any(|e| e.is_ok_and(half)))
+    dir.join(CHECKPOINT_FILE).exists()
+        || dir.join(SEARCH_FILE).exists()
+        || std::fs::read_dir(dir).is_ok_and(|mut d| d.any(|e| e.is_ok_and(half)))
+}
+
+/// Whether `dir` holds a permutation search's progress and nothing else to resume: the run
+/// stopped in its search starts again, and its search goes on from there.
+pub fn searched_only(dir: &Path) -> bool {
+    let half = |e: std::fs::DirEntry| e.file_name().to_str().is_some_and(|n| n.starts_with("half-n"));
+    dir.join(SEARCH_FILE).exists()
+        && !dir.join(CHECKPOINT_FILE).exists()
+        && !std::fs::read_dir(dir).is_ok_and(|mut d| d.any(|e| e.is_ok_and(half)))
 }
 
 /// The lock file inside a checkpoint directory (it names the process holding it).
@@ -112,7 +127,7 @@ impl DirLock {
         let named =
             file.set_len(0).and_then(|()| write!(file, "process {}", std::process::id())).and_then(|()| file.flush());
         named.map_err(|e| Error::io(op, &path, e))?;
-        for name in [CHECKPOINT_FILE, CONFIG_FILE] {
+        for name in [CHECKPOINT_FILE, CONFIG_FILE, SEARCH_FILE] {
             match std::fs::remove_file(dir.join(format!("{name}.tmp"))) {
                 Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(Error::io(op, dir, e)),
                 _ => {}

@@ -135,6 +135,18 @@ impl Probes {
         self.rows
     }
 
+    /// A CRC-32 of the batch (its sizes, inputs and images): what a permutation search's kept
+    /// progress is tied to, so that it is never read on another batch.
+    pub fn fingerprint(&self) -> u32 {
+        let mut h = crc32fast::Hasher::new();
+        h.update(&(self.n as u64).to_le_bytes());
+        h.update(&(self.rows as u64).to_le_bytes());
+        h.update(&self.power.to_le_bytes());
+        let numbers = self.input.iter().flatten().chain(&self.images).flat_map(|z| [z.re, z.im]);
+        numbers.for_each(|x| h.update(&x.to_le_bytes()));
+        h.finalize()
+    }
+
     /// The batch for the real-output map: the same, with the images' imaginary parts dropped.
     ///
     /// # Errors

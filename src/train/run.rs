@@ -19,7 +19,7 @@ use super::logging::TensorBoard;
 use super::objective::{self, scalar, Objective, Probes};
 use super::observer::{AttemptLog, Observer, Progress};
 use super::optimizer::FusedAdam;
-use super::permutation::{self, SearchInF64};
+use super::permutation::{self, MemoFile, SearchInF64};
 use super::state::{Level, Phase, TrainState};
 use crate::backend::{FftBackend, Precision};
 use crate::error::{Error, Result};
@@ -215,6 +215,11 @@ impl<'a, B: FftBackend> Run<'a, B> {
         // search included (a second process on the directory is refused at once, not minutes
         // later), and before the checkpoint is read.
         let lock = cfg.checkpoint_dir.as_ref().map(|d| DirLock::acquire(Path::new(d))).transpose()?;
+        // A run stopped in its permutation search, before its first checkpoint, left only the
+        // search's progress: resumed, it starts again, and its search goes on from there.
+        let replays_search = options.resume;
+        let searched_only = cfg.checkpoint_dir.as_ref().is_some_and(|d| checkpoint::searched_only(Path::new(d)));
+        let options = RunOptions { resume: options.resume && !searched_only, ..options };
         // A product (BPBP), whose first permutation no generic method finds from a matrix:
         // learned with the class's own later butterflies behind it, unless the run grows here
         // (it takes its half-size member's).
@@ -251,13 +256,17 @@ impl<'a, B: FftBackend> Run<'a, B> {
             // Under the real-output map one butterfly, as measured there; otherwise the class's.
             let factors = if cfg.real_output { 1 } else { class.permutations.len() };
             let doubles = learns_product && options.doubled;
+            let memo = MemoFile::in_dir(cfg.checkpoint_dir.as_deref(), replays_search, probes.fingerprint());
             let (learned, source, fitted) = match options.search {
                 Some(search) => {
-                    let s = search(&probes, factors, doubles)?;
+                    let s = search(&probes, factors, doubles, memo.as_ref())?;
                     let fitted = s.fitted.iter().map(|f| Butterfly::from_factor(f, device)).collect::<Result<_>>()?;
                     (s.learned, s.source, fitted)
                 }
-                None => permutation::search_permutations(cfg, &objective, factors, doubles, options.stop, device)?,
+                None => {
+                    let memo = memo.as_ref();
+                    permutation::search_permutations(cfg, &objective, factors, doubles, memo, options.stop, device)?
+                }
             };
             // A product's first attempt starts from the butterflies the search fitted behind the
             // permutation it kept (learned from random weights there), straight into the polish,

@@ -13,7 +13,7 @@ use super::checkpoint;
 use super::config::TrainConfig;
 use super::objective::{scalar, Objective, Probes};
 use super::observer::{AttemptLog, Observer, Progress};
-use super::permutation::{self, SearchInF64, Searched};
+use super::permutation::{self, MemoFile, SearchInF64, Searched};
 use super::run::{Grown, Refine, Run, RunOptions};
 use super::state::{Level, Phase};
 use crate::backend::{dispatch, BackendKind, BackendTask, FftBackend, Precision, Selected};
@@ -203,8 +203,8 @@ impl Trainer {
         let cfg = &self.config;
         let refines = Precision::of::<B>() == Precision::F32 && (cfg.own_floor || cfg.target.is_users());
         let refine: Option<&Refine<'_, B>> = if refines { Some(&nearest) } else { None };
-        let in_f64 = |probes: &Probes, factors: usize, doubles: bool| {
-            self.search_in_f64::<B>(probes, factors, doubles, device, selected)
+        let in_f64 = |probes: &Probes, factors: usize, doubles: bool, memo: Option<&MemoFile>| {
+            self.search_in_f64::<B>(probes, (factors, doubles), memo, device, selected)
         };
         let f32 = Precision::of::<B>() == Precision::F32;
         let search: Option<&SearchInF64<'_>> = if f32 { Some(&in_f64) } else { None };
@@ -272,17 +272,19 @@ impl Trainer {
     /// f64's falls to 3.7e-4), so no candidate stands apart and every one is scored; and the f32
     /// polish from the search's fit can stall above the bar (the Hartley transform's at N = 64
     /// at 8.8e-7). Both are the run's own signals in f64, as its floor is (`own_floor`).
+    /// Its progress is kept in `memo` (the f32 run's checkpoint directory), as an f64 run's.
     fn search_in_f64<B: FftBackend>(
         &self,
         probes: &Probes,
-        factors: usize,
-        doubles: bool,
+        (factors, doubles): (usize, bool),
+        memo: Option<&MemoFile>,
         device: &B::Device,
         selected: &Selected,
     ) -> Result<Searched> {
         let trainer = self.in_f64();
         let (kind, on) = f64_backend::<B>(selected, device);
-        let task = SearchTask { trainer: &trainer, probes, factors, doubles, on, device_name: &selected.device };
+        let device_name = &selected.device;
+        let task = SearchTask { trainer: &trainer, probes, factors, doubles, memo, on, device_name };
         dispatch(kind, Precision::F64, task)
     }
 
@@ -566,6 +568,7 @@ struct SearchTask<'a> {
     probes: &'a Probes,
     factors: usize,
     doubles: bool,
+    memo: Option<&'a MemoFile>,
     on: Option<DeviceId>,
     device_name: &'a str,
 }
@@ -577,7 +580,7 @@ impl BackendTask for SearchTask<'_> {
         let (cfg, stop) = (&self.trainer.config, self.trainer.stop.as_deref());
         let objective = Objective::<C>::from_probes(self.probes, &device).with_real_output(cfg.real_output);
         let (learned, source, fitted) =
-            permutation::search_permutations(cfg, &objective, self.factors, self.doubles, stop, &device)?;
+            permutation::search_permutations(cfg, &objective, self.factors, self.doubles, self.memo, stop, &device)?;
         drop(objective);
         // None where the search's best fit stayed above its early stop; none polished under the
         // real-output map, whose run takes only the permutation (a product's first attempt is
@@ -589,9 +592,13 @@ impl BackendTask for SearchTask<'_> {
         // a solution than the fit it started from.
         let fitted = ButterflyProduct { factors: fitted }.to_factors();
         // A stop here stops the run before its first step, as one in the search does: this
-        // polish has no checkpoint of its own, and its step count is not the run's.
+        // polish has no checkpoint of its own, and its step count is not the run's (the
+        // search's progress is kept: a resumed run fits the kept candidate once more).
         let (layer, _) = match self.trainer.polish_from::<C>(&fitted, &device, &selected, &mut ()) {
-            Err(Error::Interrupted { .. }) => return Err(Error::Interrupted { step: 0, checkpoint: None }),
+            Err(Error::Interrupted { .. }) => {
+                let checkpoint = self.memo.map(|m| m.path.display().to_string());
+                return Err(Error::Interrupted { step: 0, checkpoint });
+            }
             polished => polished?,
         };
         Ok(Searched { learned, source, fitted: layer.to_factors() })

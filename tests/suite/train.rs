@@ -598,27 +598,53 @@ fn the_floor_in_the_trainers_gauge_is_reported_and_below_the_unitary_floor() {
 }
 
 /// A stop asked for while the real-output run searches its permutation (before its first step)
-/// ends the run there: nothing is written, and the error says so. The search reads the stop
-/// flag at every step; before it did, the search ran to its end and the run stopped only after
-/// its first checkpoint.
+/// ends the run there, with no checkpoint written; the search's progress is kept in the
+/// directory, the error names it, and the same run resumed from it ends where one never stopped
+/// does (the same permutation, steps and rmse). The search reads the stop flag at every step;
+/// before it did, the search ran to its end and the run stopped only after its first
+/// checkpoint, and before it kept its progress a resumed run searched from its start (a grown
+/// chain's bottom on a busy GPU never got past its search).
 #[test]
-fn a_stop_during_the_permutation_search_ends_the_run_before_anything_is_written() {
+fn a_stop_during_the_permutation_search_keeps_its_progress_and_the_run_resumes_from_it() {
+    use learned_fft::train::checkpoint;
     use std::sync::atomic::AtomicBool;
     use std::sync::Arc;
-    let dir = scratch("stop-in-search");
-    let config = TrainConfig::new(8)
-        .with_target(Target::Hartley)
-        .with_real_output(true)
-        .with_checkpoint_dir(Some(dir.display().to_string()));
+    let config = |name: &str| {
+        TrainConfig::new(8)
+            .with_target(Target::Hartley)
+            .with_real_output(true)
+            .with_checkpoint_dir(Some(scratch(name).display().to_string()))
+    };
+    let whole = config("search-whole");
+    let full = train(whole.clone(), BackendKind::Ndarray, Precision::F64);
+    let cut = config("stop-in-search");
+    let dir = PathBuf::from(cut.checkpoint_dir.as_deref().unwrap());
     let stop = Arc::new(AtomicBool::new(true));
-    let r = Trainer::new(config).unwrap().with_stop_flag(stop).run(BackendKind::Ndarray, Precision::F64, &mut ());
+    let r = Trainer::new(cut.clone()).unwrap().with_stop_flag(stop).run(BackendKind::Ndarray, Precision::F64, &mut ());
     match r {
-        Err(e @ Error::Interrupted { step: 0, checkpoint: None }) => {
-            assert!(e.to_string().contains("nothing was saved"), "{e}")
+        Err(e @ Error::Interrupted { step: 0, checkpoint: Some(_) }) => {
+            let Error::Interrupted { checkpoint: Some(p), .. } = &e else { unreachable!() };
+            assert_eq!(Path::new(p), dir.join(checkpoint::SEARCH_FILE), "the error names the search's progress");
+            assert!(e.to_string().contains("--resume"), "{e}")
         }
         other => panic!("stopped during the search: {other:?}"),
     }
     assert!(!dir.join("checkpoint.lfft").exists(), "a checkpoint was written");
+    assert!(checkpoint::resumable(&dir) && checkpoint::searched_only(&dir));
+    let resumed = Trainer::new(cut.clone())
+        .unwrap()
+        .with_resume(true)
+        .run(BackendKind::Ndarray, Precision::F64, &mut ())
+        .unwrap();
+    assert!(resumed.reached, "the resumed run: {resumed:?}");
+    let kept = |c: &TrainConfig| {
+        Checkpoint::read(Path::new(c.checkpoint_dir.as_deref().unwrap()).join("checkpoint.lfft"))
+            .unwrap()
+            .permutations()
+    };
+    assert_eq!(kept(&cut), kept(&whole), "the permutations kept");
+    assert_eq!(resumed.permutations, full.permutations);
+    assert_eq!((resumed.steps, resumed.rmse.to_bits()), (full.steps, full.rmse.to_bits()));
 }
 
 /// A second trainer on a checkpoint directory another holds is refused before it searches a
@@ -657,7 +683,8 @@ fn a_held_checkpoint_directory_is_refused_before_the_permutation_search() {
     });
     assert!(free, "the directory stays locked after its holder let go");
     let r = Trainer::new(config).unwrap().with_stop_flag(stop).run(BackendKind::Ndarray, Precision::F64, &mut ());
-    assert!(matches!(r, Err(Error::Interrupted { step: 0, checkpoint: None })), "released: {r:?}");
+    assert!(matches!(r, Err(Error::Interrupted { step: 0, .. })), "released: {r:?}");
+    assert!(!dir.join("checkpoint.lfft").exists(), "released: a checkpoint was written");
 }
 
 /// A real-output checkpoint records the map, and measured as `eval` does

@@ -52,6 +52,7 @@
 //! that reverses the second half at every level, followed by the bit reversal (a candidate of
 //! step 1).
 
+mod memo;
 mod scorer;
 
 use std::collections::HashSet;
@@ -59,17 +60,19 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::config::TrainConfig;
 use super::objective::{Objective, Probes};
-use crate::backend::FftBackend;
+use crate::backend::{FftBackend, Precision};
 use crate::error::{Error, Result};
 use crate::nn::{family_member, Butterfly, PermutationSource};
 use crate::ops::Permutation;
 use crate::reference::factorizations::Factor;
 use crate::reference::identify::butterfly_representative;
 use crate::reference::Operator;
+use memo::Memo;
+pub use memo::MemoFile;
 use scorer::Scorer;
 
 /// How the permutation is searched for ([`learn_permutation`]).
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct PermutationSearch {
     /// Seeds tried (each a relaxation and a butterfly of its own).
     pub seeds: usize,
@@ -143,9 +146,10 @@ pub(super) struct Searched {
     pub fitted: Vec<Factor>,
 }
 
-/// An f32 run's search, done in f64 on these probes (the run's): the number of factors, and
-/// whether the run is a chain's bottom (see [`search_permutations`]).
-pub(super) type SearchInF64<'a> = dyn Fn(&Probes, usize, bool) -> Result<Searched> + 'a;
+/// An f32 run's search, done in f64 on these probes (the run's): the number of factors,
+/// whether the run is a chain's bottom, and where it keeps its progress (see
+/// [`search_permutations`]).
+pub(super) type SearchInF64<'a> = dyn Fn(&Probes, usize, bool, Option<&MemoFile>) -> Result<Searched> + 'a;
 
 /// A candidate the search scored.
 #[derive(Clone, Debug)]
@@ -179,21 +183,18 @@ pub fn learn_permutation<B: FftBackend>(
     stop: Option<&AtomicBool>,
     device: &B::Device,
 ) -> Result<LearnedPermutation> {
-    Ok(search_fitted(objective, factors, search, seed, stop, device, true)?.0)
+    Ok(search_fitted(&Scorer::new(objective, factors, search, stop, device), seed, true)?.0)
 }
 
 /// [`learn_permutation`], and the butterflies its best candidate's scoring fit ended with where
 /// that fit came below the early stop (none otherwise); without the relaxations unless `relax`
 /// (the self-similar candidates only, every one of which the doubling carries up).
 fn search_fitted<B: FftBackend>(
-    objective: &Objective<B>,
-    factors: usize,
-    search: &PermutationSearch,
+    scorer: &Scorer<'_, B>,
     seed: u64,
-    stop: Option<&AtomicBool>,
-    device: &B::Device,
     relax: bool,
 ) -> Result<(LearnedPermutation, Vec<Butterfly<B>>)> {
+    let (search, factors) = (scorer.search, scorer.factors);
     if search.seeds == 0 || factors == 0 {
         return Err(Error::invalid(
             "train.learn_permutation",
@@ -201,8 +202,7 @@ fn search_fitted<B: FftBackend>(
             format!("{} seeds, {factors} factors", search.seeds),
         ));
     }
-    let scorer = Scorer::new(objective, factors, search, stop, device);
-    let n = objective.n();
+    let n = scorer.objective.n();
     let mut tried = Vec::with_capacity(32 + 2 * search.seeds);
     // One fit per pair of representatives: gathers of one make the same butterflies.
     let mut seen = HashSet::new();
@@ -327,10 +327,15 @@ pub fn choose_doubling<B: FftBackend>(
     stop: Option<&AtomicBool>,
     device: &B::Device,
 ) -> Result<Option<LearnedPermutation>> {
+    choose_with(&Scorer::new(objective, factors, search, stop, device), seed)
+}
+
+/// [`choose_doubling`] by `scorer`.
+fn choose_with<B: FftBackend>(scorer: &Scorer<'_, B>, seed: u64) -> Result<Option<LearnedPermutation>> {
+    let factors = scorer.factors;
     if factors == 0 {
         return Err(Error::invalid("train.choose_doubling", "at least one factor", 0));
     }
-    let scorer = Scorer::new(objective, factors, search, stop, device);
     let (br, id) = (Permutation::BitReversal, Permutation::Identity);
     let mut pairs = vec![(br.clone(), id.clone()), (id.clone(), id)];
     if factors > 1 {
@@ -401,31 +406,54 @@ pub fn carried_up(p: &Permutation, n: usize) -> Result<Option<Permutation>> {
 /// N = 64 (f64, seed 0; scored 3.7e-4, the stop 1.3e-4) the first attempt's polish stalled at
 /// 6.5e-5, where the second, from random weights behind the same permutation, reached the bar.
 ///
+/// With `memo` (a run with a checkpoint directory), the search keeps its progress there and a
+/// resumed run's search goes on from it (see [`memo`]); a stop then names the memo as what
+/// to resume from.
+///
 /// # Errors
 /// Those of [`learn_permutation`]; at a chain's bottom, [`Error::InvalidInput`] (`train.grow`)
 /// where no pair of doubling permutations fits: the chain is refused here, before its bottom
 /// trains (a permutation of the run's own would not double, and the run at 2N could not grow
-/// from it).
+/// from it); those of the memo's reading and writing.
 pub(super) fn search_permutations<B: FftBackend>(
     cfg: &TrainConfig,
     objective: &Objective<B>,
     factors: usize,
     doubles: bool,
+    memo: Option<&MemoFile>,
     stop: Option<&AtomicBool>,
     device: &B::Device,
 ) -> Result<(LearnedPermutation, PermutationSource, Vec<Butterfly<B>>)> {
     let search = PermutationSearch::for_config(cfg);
+    let kept = memo.map(|f| Memo::open(f, objective.n(), factors, Precision::of::<B>(), &search)).transpose()?;
+    let scorer = Scorer::new(objective, factors, &search, stop, device).with_memo(kept.as_ref());
+    match searched(cfg, &scorer, doubles) {
+        Err(Error::Interrupted { step: 0, checkpoint: None }) if kept.is_some() => {
+            let checkpoint = kept.as_ref().map(|m| m.path().display().to_string());
+            Err(Error::Interrupted { step: 0, checkpoint })
+        }
+        searched => searched,
+    }
+}
+
+/// [`search_permutations`] by `scorer`.
+fn searched<B: FftBackend>(
+    cfg: &TrainConfig,
+    scorer: &Scorer<'_, B>,
+    doubles: bool,
+) -> Result<(LearnedPermutation, PermutationSource, Vec<Butterfly<B>>)> {
+    let (objective, factors) = (scorer.objective, scorer.factors);
     if !doubles {
-        let (learned, layers) = search_fitted(objective, factors, &search, cfg.seed, stop, device, true)?;
+        let (learned, layers) = search_fitted(scorer, cfg.seed, true)?;
         return Ok((learned, PermutationSource::Learned, layers));
     }
-    if let Some(chosen) = choose_doubling(objective, factors, &search, cfg.seed, stop, device)? {
+    if let Some(chosen) = choose_with(scorer, cfg.seed)? {
         return Ok((chosen, PermutationSource::Chosen, Vec::new()));
     }
     // Then the other self-similar members, as the search scores them (no relaxation: the
     // doubling carries none of its gathers up), kept where one fits or stands apart as the
     // search would keep it.
-    let (learned, layers) = search_fitted(objective, factors, &search, cfg.seed, stop, device, false)?;
+    let (learned, layers) = search_fitted(scorer, cfg.seed, false)?;
     if !layers.is_empty() || stands_apart(&learned.tried) {
         return Ok((learned, PermutationSource::Chosen, layers));
     }
@@ -466,12 +494,21 @@ fn check_finite(value: f64, step: usize) -> Result<()> {
 mod tests {
     use burn::backend::Autodiff;
 
+    use std::sync::atomic::AtomicBool;
+
+    use super::memo::Memo;
     use super::scorer::{own_scale, Scorer};
-    use super::{carried_up, family_member, self_similar, stands_apart, PermutationSearch, Scored, APART};
-    use crate::backend::NdArrayBackend;
+    use super::{carried_up, family_member, search_fitted, self_similar, stands_apart, MemoFile};
+    use super::{LearnedPermutation, PermutationSearch, Scored, APART};
+    use crate::backend::{NdArrayBackend, Precision};
+    use crate::error::Error;
     use crate::ops::Permutation;
+    use crate::reference::ComplexMatrix;
     use crate::reference::Target;
+    use crate::train::checkpoint::SEARCH_FILE;
     use crate::train::objective::Objective;
+    use crate::train::objective::Probes;
+    use num_complex::Complex64;
 
     /// The polish after the scoring fit separates a right permutation from a wrong one where
     /// the fit alone does not: the DFT at N = 16 behind the bit reversal, after a fit cut short
@@ -542,6 +579,86 @@ mod tests {
             assert!(at_n.iter().all(|c| c.indices(n) != rotated.indices(n)));
             assert_eq!(carried_up(&rotated, n).unwrap(), None);
         }
+    }
+
+    /// A search stopped part of the way goes on from its memo as if it had never stopped: the
+    /// same candidates in the same order with the same scores, the same permutation kept, and
+    /// the memo as the uninterrupted search left it, fitting only what the memo did not hold.
+    /// A dense matrix of no structure (entries of a sine and a cosine of their indices) is
+    /// fitted by no butterfly behind any candidate, so every self-similar one is scored and a
+    /// relaxation follows; the memo holds the fits' scores, all above the early stop. Cut to its first half of them (a stop in the self-similar
+    /// round, before the relaxation), the resumed search replays exactly those. With the memo
+    /// whole, a search runs no fit at all: it ends even with the stop flag set. A broken memo is
+    /// refused naming its file, and one of another search (another fingerprint) is not read.
+    #[test]
+    fn a_search_resumed_from_its_memo_takes_the_path_of_one_never_stopped() {
+        type B = Autodiff<NdArrayBackend<f64>>;
+        let (n, device) = (8, Default::default());
+        let dense = ComplexMatrix::from_fn(n, |r, c| {
+            Complex64::new((0.7 * (n * r + c) as f64).sin(), (1.3 * (3 * r + 5 * c) as f64).cos()) / (n as f64).sqrt()
+        });
+        let objective = Objective::<B>::from_probes(&Probes::basis(&dense), &device);
+        let search =
+            PermutationSearch { seeds: 1, relax_steps: 50, score_steps: 100, polish_steps: 5, ..Default::default() };
+        let dir = std::env::temp_dir().join(format!("learned-fft-memo-{}", std::process::id()));
+        let file = MemoFile { path: dir.join(SEARCH_FILE), replay: false, fingerprint: 7 };
+        let searched = |replay: bool, stop: Option<&AtomicBool>| {
+            let memo = Memo::open(&MemoFile { replay, ..file.clone() }, n, 1, Precision::F64, &search)?;
+            let scorer = Scorer::new(&objective, 1, &search, stop, &device).with_memo(Some(&memo));
+            let solved = scorer.solved;
+            search_fitted(&scorer, 0, true).map(|(learned, _)| (learned, memo.replayed(), solved))
+        };
+        let kept = || -> serde_json::Value { serde_json::from_slice(&std::fs::read(&file.path).unwrap()).unwrap() };
+        let same = |a: &LearnedPermutation, b: &LearnedPermutation| {
+            let pair = |s: &Scored| (s.first.indices(n), s.later.indices(n), s.score.to_bits());
+            assert_eq!(a.tried.iter().map(pair).collect::<Vec<_>>(), b.tried.iter().map(pair).collect::<Vec<_>>());
+            assert_eq!(a.permutation.indices(n), b.permutation.indices(n));
+        };
+        let (whole, replayed, solved) = searched(false, None).unwrap();
+        assert_eq!(replayed, 0, "a new search reads no memo");
+        let memo = kept();
+        let fits = memo["fits"].as_array().unwrap().clone();
+        let relaxations = memo["relaxations"].as_array().unwrap().len();
+        assert!(fits.len() >= 4 && relaxations >= 1, "{} fits, {relaxations} relaxations kept", fits.len());
+        assert!(fits.iter().all(|f| f["score"].as_f64().unwrap() > solved), "a fit below the early stop was kept");
+        let cut = fits.len() / 2;
+        let mut stopped = memo.clone();
+        stopped["fits"] = serde_json::Value::Array(fits[..cut].to_vec());
+        stopped["relaxations"] = serde_json::Value::Array(Vec::new());
+        std::fs::write(&file.path, serde_json::to_vec(&stopped).unwrap()).unwrap();
+        let (resumed, replayed, _) = searched(true, None).unwrap();
+        assert_eq!(replayed, cut, "the resumed search fitted again what its memo held");
+        same(&resumed, &whole);
+        assert_eq!(kept(), memo, "the resumed search's memo");
+        let stop = AtomicBool::new(true);
+        let (read_back, replayed, _) = searched(true, Some(&stop)).unwrap();
+        assert_eq!(replayed, fits.len() + relaxations);
+        same(&read_back, &whole);
+        // A new search (not resumed) starts its memo afresh, and stops at once.
+        assert!(matches!(searched(false, Some(&stop)), Err(Error::Interrupted { step: 0, .. })));
+        assert_eq!(kept()["fits"].as_array().unwrap().len(), 0);
+        // A memo that is not one is refused, naming the file; one of another search is replaced.
+        let mut short = memo.clone();
+        short["fits"][0]["first"] = serde_json::json!([0, 1]);
+        for (bad, says) in [(b"{\"fits\": [".to_vec(), "remove it"), (serde_json::to_vec(&short).unwrap(), "2 entries")]
+        {
+            std::fs::write(&file.path, bad).unwrap();
+            match searched(true, None) {
+                Err(e @ Error::Checkpoint { .. }) => {
+                    assert!(e.to_string().contains(says) && e.to_string().contains(SEARCH_FILE), "{e}")
+                }
+                other => panic!("a broken memo: {other:?}"),
+            }
+        }
+        let mut other = memo.clone();
+        other["context"]["fingerprint"] = serde_json::json!(8);
+        std::fs::write(&file.path, serde_json::to_vec(&other).unwrap()).unwrap();
+        assert!(
+            matches!(searched(true, Some(&stop)), Err(Error::Interrupted { step: 0, .. })),
+            "another search's memo was read"
+        );
+        assert_eq!(kept()["context"]["fingerprint"], 7);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     /// The search ends before the relaxations only where the best self-similar score is a

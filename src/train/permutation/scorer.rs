@@ -9,6 +9,7 @@ use burn::optim::{AdamConfig, GradientsParams, Optimizer};
 use burn::tensor::backend::Backend;
 use burn::tensor::Tensor;
 
+use super::memo::Memo;
 use super::{check_finite, followed_by, stop_if_asked, PermutationSearch};
 use crate::backend::FftBackend;
 use crate::error::Result;
@@ -80,6 +81,8 @@ pub(super) struct Scorer<'a, B: FftBackend> {
     pub(super) solved: f64,
     pub(super) stop: Option<&'a AtomicBool>,
     pub(super) device: &'a B::Device,
+    /// The search's progress, where the run keeps it: what is there is not fitted again.
+    pub(super) memo: Option<&'a Memo>,
 }
 
 impl<'a, B: FftBackend> Scorer<'a, B> {
@@ -91,7 +94,13 @@ impl<'a, B: FftBackend> Scorer<'a, B> {
         device: &'a B::Device,
     ) -> Self {
         let solved = SOLVED * own_scale(objective);
-        Scorer { objective, inner: objective.inner(), factors, search, solved, stop, device }
+        Scorer { objective, inner: objective.inner(), factors, search, solved, stop, device, memo: None }
+    }
+
+    /// This scorer, keeping its fits' scores and relaxations' gathers in `memo` and taking those
+    /// found there.
+    pub(super) fn with_memo(self, memo: Option<&'a Memo>) -> Self {
+        Scorer { memo, ..self }
     }
 }
 
@@ -105,6 +114,17 @@ impl<B: FftBackend> Scorer<'_, B> {
     /// One relaxation from `seed` with the first butterfly behind `after` and the later ones
     /// behind `later`, hardened: the relaxed family's permutation, then `after`, as one gather.
     pub(super) fn relax(&self, seed: u64, after: &Permutation, later: &Permutation) -> Result<Permutation> {
+        if let Some(kept) = self.memo.map(|m| m.relaxation(seed, after, later)).transpose()?.flatten() {
+            return Ok(kept);
+        }
+        let hardened = self.relax_anew(seed, after, later)?;
+        if let Some(memo) = self.memo {
+            memo.keep_relaxation(seed, after, later, &hardened)?;
+        }
+        Ok(hardened)
+    }
+
+    fn relax_anew(&self, seed: u64, after: &Permutation, later: &Permutation) -> Result<Permutation> {
         let (objective, search, n) = (self.objective, self.search, self.objective.n());
         let perm = RelaxedPermutationConfig::new(n).with_seed(seed).init::<B>(self.device)?;
         let butterflies = butterflies::<B>(n, self.factors, (after, later), seed, self.device)?;
@@ -129,8 +149,20 @@ impl<B: FftBackend> Scorer<'_, B> {
     /// The rmse the class's butterflies of random unitary blocks (seeded from `seed`), the
     /// first behind `perms.0` and the later ones behind `perms.1`, reach in the scoring fit
     /// (`score_steps` Adam steps, then the polish where that did not reach the early stop),
-    /// and the butterflies they ended as.
+    /// and the butterflies they ended as. A score kept in the memo is taken from there, with no
+    /// butterflies: it is above the early stop (one below it is not kept), so they are not used.
     pub(super) fn fit(&self, perms: (&Permutation, &Permutation), seed: u64) -> Result<(f64, Vec<Butterfly<B>>)> {
+        if let Some(score) = self.memo.and_then(|m| m.fit(perms, seed)) {
+            return Ok((score, Vec::new()));
+        }
+        let (score, layers) = self.fit_anew(perms, seed)?;
+        if let (Some(memo), true) = (self.memo, score > self.solved) {
+            memo.keep_fit(perms, seed, score)?;
+        }
+        Ok((score, layers))
+    }
+
+    fn fit_anew(&self, perms: (&Permutation, &Permutation), seed: u64) -> Result<(f64, Vec<Butterfly<B>>)> {
         let (objective, search) = (self.objective, self.search);
         let mut layers = butterflies::<B>(objective.n(), self.factors, perms, seed ^ 0x5c0e, self.device)?;
         let steps = search.score_steps;
