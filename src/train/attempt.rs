@@ -38,6 +38,7 @@ impl TrainState {
             seconds: 0.0,
             grown_from: None,
             levels: Vec::new(),
+            kept_own_rounding: false,
         }
     }
 

@@ -67,20 +67,20 @@ pub fn half_dir(dir: &Path, n: usize, attempt: usize) -> PathBuf {
 /// run stopped before its own first checkpoint), or a permutation search's progress (a run
 /// stopped in its search, before its first checkpoint).
 pub fn resumable(dir: &Path) -> bool {
-    let half =
-        |e: std::fs::DirEntry| e.file_name().to_str().is_some_and(|n| n.starts_with("half-n")) && resumable(&e.path());
-    dir.join(CHECKPOINT_FILE).exists()
-        || dir.join(SEARCH_FILE).exists()
-        || std::fs::read_dir(dir).is_ok_and(|mut d| d.any(|e| e.is_ok_and(half)))
+    dir.join(CHECKPOINT_FILE).exists() || dir.join(SEARCH_FILE).exists() || half_runs(dir).iter().any(|d| resumable(d))
+}
+
+/// The half-size runs' directories ([`half_dir`]) directly inside `dir`.
+fn half_runs(dir: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
+    let half = |e: &std::fs::DirEntry| e.file_name().to_str().is_some_and(|n| n.starts_with("half-n"));
+    entries.filter_map(|e| e.ok()).filter(half).map(|e| e.path()).collect()
 }
 
 /// Whether `dir` holds a permutation search's progress and nothing else to resume: the run
 /// stopped in its search starts again, and its search goes on from there.
 pub fn searched_only(dir: &Path) -> bool {
-    let half = |e: std::fs::DirEntry| e.file_name().to_str().is_some_and(|n| n.starts_with("half-n"));
-    dir.join(SEARCH_FILE).exists()
-        && !dir.join(CHECKPOINT_FILE).exists()
-        && !std::fs::read_dir(dir).is_ok_and(|mut d| d.any(|e| e.is_ok_and(half)))
+    dir.join(SEARCH_FILE).exists() && !dir.join(CHECKPOINT_FILE).exists() && half_runs(dir).is_empty()
 }
 
 /// The lock file inside a checkpoint directory (it names the process holding it).

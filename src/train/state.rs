@@ -44,6 +44,11 @@ pub struct TrainState {
     /// (empty from random weights, and in checkpoints written before levels were kept).
     #[serde(default)]
     pub levels: Vec<Level>,
+    /// Whether the layer kept at the run's end is the rounding of its own f64 solution rather
+    /// than where its polish ended (on random probes, where fresh probes measured it lower:
+    /// `Run::keep_the_better_rounding`); false in checkpoints written before.
+    #[serde(default)]
+    pub kept_own_rounding: bool,
 }
 
 /// One level of a grown chain: the outcome of the half-size run a run at twice its size grew

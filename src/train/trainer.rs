@@ -88,6 +88,10 @@ pub struct TrainReport {
     /// outcome ([`Level`]), so one run at N gives figures for every size of its chain. Empty from
     /// random weights.
     pub levels: Vec<Level>,
+    /// Whether the layer is the rounding of the run's own f64 solution rather than where its
+    /// f32 polish ended: on random probes, where fresh probes measure it lower (the polish
+    /// minimises the probes' loss, not the dense rmse; see [`crate::train::TrainState::kept_own_rounding`]).
+    pub kept_own_rounding: bool,
     /// The checkpoint written at the end, if any.
     pub checkpoint: Option<String>,
     /// Each attempt's outcome, from the progress records: where its Adam phase ended and where
@@ -479,6 +483,7 @@ fn finish<B: FftBackend>(mut run: Run<'_, B>, selected: &Selected) -> Result<(Bu
     if !run.floor_refined {
         run.refine_floor()?;
     }
+    run.keep_the_better_rounding()?;
     let theta = run.twiddles();
     let loss = scalar(run.inner_objective.loss(&theta.re, &theta.im, &run.perms));
     run.state.seconds = run.seconds();
@@ -533,6 +538,7 @@ fn finish<B: FftBackend>(mut run: Run<'_, B>, selected: &Selected) -> Result<(Bu
         gauge_fixed: state.gauge_fixed,
         grown_from: state.grown_from,
         levels: state.levels,
+        kept_own_rounding: state.kept_own_rounding,
         checkpoint: ended.checkpoint.map(|p| p.display().to_string()),
         attempt_log: AttemptLog::from_history(&ended.history),
         history: ended.history,

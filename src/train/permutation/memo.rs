@@ -13,7 +13,7 @@
 //! factors, the search's settings and the backend's precision. One of another search is not
 //! read (the run started over in another setting) and is replaced.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -86,7 +86,7 @@ pub(super) struct Memo {
     path: PathBuf,
     n: usize,
     contents: RefCell<Contents>,
-    replayed: RefCell<usize>,
+    replayed: Cell<usize>,
 }
 
 impl Memo {
@@ -110,7 +110,7 @@ impl Memo {
             false => None,
         };
         let contents = kept.unwrap_or(Contents { context, fits: Vec::new(), relaxations: Vec::new() });
-        let memo = Memo { path: file.path.clone(), n, contents: RefCell::new(contents), replayed: RefCell::new(0) };
+        let memo = Memo { path: file.path.clone(), n, contents: RefCell::new(contents), replayed: Cell::new(0) };
         memo.save()?;
         Ok(memo)
     }
@@ -123,7 +123,7 @@ impl Memo {
     /// How many fits and relaxations were taken from the memo rather than run.
     #[cfg(test)]
     pub(super) fn replayed(&self) -> usize {
-        *self.replayed.borrow()
+        self.replayed.get()
     }
 
     /// The score kept for the candidate `(first, later)` fitted from `seed`.
@@ -131,7 +131,7 @@ impl Memo {
         let (first, later) = (first.indices(self.n), later.indices(self.n));
         let contents = self.contents.borrow();
         let hit = contents.fits.iter().find(|f| f.seed == seed && f.first == first && f.later == later)?;
-        *self.replayed.borrow_mut() += 1;
+        self.replayed.set(self.replayed.get() + 1);
         Some(hit.score)
     }
 
@@ -155,7 +155,7 @@ impl Memo {
         else {
             return Ok(None);
         };
-        *self.replayed.borrow_mut() += 1;
+        self.replayed.set(self.replayed.get() + 1);
         Permutation::gather(hit.gather.clone()).map(Some).map_err(|e| corrupt(&self.path, e.to_string()))
     }
 
