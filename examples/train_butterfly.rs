@@ -12,22 +12,28 @@
 
 use clap::Parser;
 use learned_fft::backend::{BackendKind, Precision, BACKEND_ENV};
-use learned_fft::train::{Observer, Phase, Progress};
+use learned_fft::train::{FloorSource, Observer, Phase, Progress};
 use learned_fft::{TrainConfig, Trainer};
 
 /// Prints one line every 100 steps and at each phase change, so the run can be watched.
 #[derive(Default)]
 struct Watch {
-    phase: Option<(Phase, usize)>,
+    phase: Option<(Phase, usize, bool)>,
 }
 
 impl Observer for Watch {
     fn progress(&mut self, p: &Progress) {
-        let phase = Some((p.phase, p.attempt));
+        let phase = Some((p.phase, p.attempt, p.finding_floor));
         if !p.step.is_multiple_of(100) && phase == self.phase {
             return;
         }
         self.phase = phase;
+        if p.finding_floor {
+            // In f32 the bar is the rounding of the model's own f64 solution: the layer is
+            // polished on in f64 to find it (its own steps, from 0).
+            eprintln!("finding the f32 floor: f64 polish step {:>3}, rmse {:.3e}", p.step, p.rmse);
+            return;
+        }
         let floor = p.floor.map(|f| format!("  floor {f:.2e} ({:.2}×)", p.rmse / f)).unwrap_or_default();
         eprintln!("step {:>5}  {:<7} rmse {:.3e}{floor}", p.step, format!("{:?}", p.phase).to_lowercase(), p.rmse);
     }
@@ -73,17 +79,23 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         .with_log_dir(Some(run.clone()));
     let report = Trainer::new(config)?.run(args.backend, args.precision, &mut Watch::default())?;
     println!();
-    // The floor rounds the exact factorization in unitary blocks; in the trainer's own gauge
-    // (exact ones where it can) the same factorization rounds lower, which the last ratio uses.
+    // In f32 the floor is the rounding of the model's own f64 solution (no answer consulted);
+    // the last ratio is against the exact factorization rounded in the trainer's gauge, which
+    // a built-in's report gives beside it.
     let ratio = |f: Option<f64>| f.filter(|&f| f > 0.0).map(|f| format!("{:.3}", report.rmse / f));
-    println!("| N | backend | rmse | floor | rmse / floor | rmse / floor in the trainer's gauge | steps | seconds | attempts |");
+    let source = match report.floor_source {
+        Some(FloorSource::OwnF64Solution) => " (own f64 solution)",
+        Some(FloorSource::ExactFactorization) => " (exact factorization)",
+        None => "",
+    };
+    println!("| N | backend | rmse | floor | rmse / floor | rmse / exact factorization in the trainer's gauge | steps | seconds | attempts |");
     println!("|---|---|---|---|---|---|---|---|---|");
     println!(
         "| {} | {} | {:.3e} | {} | {} | {} | {} | {:.1} | {} |",
         report.n,
         report.backend,
         report.rmse,
-        report.floor.map(|f| format!("{f:.3e}")).unwrap_or_else(|| "—".into()),
+        report.floor.map(|f| format!("{f:.3e}{source}")).unwrap_or_else(|| "—".into()),
         ratio(report.floor).unwrap_or_else(|| "—".into()),
         ratio(report.floor_in_trainer_gauge).unwrap_or_else(|| "—".into()),
         report.steps,

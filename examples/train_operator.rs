@@ -47,11 +47,11 @@ impl Operator for MyFft {
     }
 }
 
-/// Prints a line as each run starts (the sizes of the chain, the f64 one first in f32) and one
-/// at each phase change and every 500 steps.
+/// Prints a line as each run starts (the sizes of the chain) and one at each phase change and
+/// every 500 steps; in f32, the f64 polish that finds a run's floor counts its own steps.
 #[derive(Default)]
 struct Watch {
-    phase: Option<(Phase, usize)>,
+    phase: Option<(Phase, usize, bool)>,
 }
 
 impl Observer for Watch {
@@ -60,12 +60,12 @@ impl Observer for Watch {
         self.phase = None;
     }
     fn progress(&mut self, p: &Progress) {
-        let phase = Some((p.phase, p.attempt));
+        let phase = Some((p.phase, p.attempt, p.finding_floor));
         if !p.step.is_multiple_of(500) && phase == self.phase {
             return;
         }
         self.phase = phase;
-        let name = format!("{:?}", p.phase).to_lowercase();
+        let name = if p.finding_floor { "floor (f64)".to_string() } else { format!("{:?}", p.phase).to_lowercase() };
         eprintln!("  step {:>5}  {name:<7} rmse {:.3e}", p.step, p.rmse);
     }
 }

@@ -193,8 +193,8 @@ pub enum FloorSource {
     ExactFactorization,
     /// The model's own solution, gauge-fixed as the trainer leaves it, its twiddles rounded to
     /// the backend's float type: needs no answer. The f64 polish of where the f32 run's attempt
-    /// ended (the solution it found), for a user's target and for a built-in with
-    /// [`TrainConfig::own_floor`](crate::train::TrainConfig).
+    /// ended (the solution it found), for a user's target and, unless
+    /// [`TrainConfig::own_floor`](crate::train::TrainConfig) is off, for a built-in.
     OwnF64Solution,
 }
 

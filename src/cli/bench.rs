@@ -45,13 +45,18 @@ pub enum BenchCommand {
         /// Factors of the class `--model bpbp` trains (see `train --factors`).
         #[arg(long, requires = "model")]
         factors: Option<usize>,
-        /// Stop each run as soon as it is under the bar (time to the bar).
+        /// Stop each run as soon as it is under the bar (time to the bar). Its bar must be known
+        /// before the run, so in f32 it is the exact factorization's (as with --exact-floor).
         #[arg(long)]
         to_bar: bool,
-        /// Take each f32 run's floor, bar and restarts from the model's own f64 solution, not
-        /// from the target's exact factorization (`train --own-floor`): a sweep that consults
-        /// no answer. Not with --to-bar (that bar is known only at a run's end).
-        #[arg(long, conflicts_with = "to_bar")]
+        /// Take each f32 run's floor, bar and restarts from the target's exact factorization
+        /// (`train --exact-floor`) instead of from the model's own f64 solution: a sweep that
+        /// consults the answer, comparable with figures measured against it.
+        #[arg(long)]
+        exact_floor: bool,
+        /// The default since the own floor became every f32 run's (kept so that earlier commands
+        /// still run). Not with --to-bar, whose bar is the exact factorization's.
+        #[arg(long, hide = true, conflicts_with_all = ["to_bar", "exact_floor"])]
         own_floor: bool,
         /// Copy seed 0's checkpoint per size here and update manifest.json (nothing is copied
         /// when --first-seed is above 0).
@@ -215,6 +220,7 @@ pub fn run(command: BenchCommand, global: &Global) -> Result<Value> {
             model,
             factors,
             to_bar,
+            exact_floor,
             own_floor,
             ship,
             scratch,
@@ -234,7 +240,7 @@ pub fn run(command: BenchCommand, global: &Global) -> Result<Value> {
                 backend: kind,
                 precision,
                 to_bar,
-                own_floor,
+                own_floor: own_floor || !(exact_floor || to_bar),
                 ship: ship.map(Into::into),
                 scratch: scratch.into(),
                 resume,

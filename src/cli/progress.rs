@@ -37,9 +37,15 @@ impl Observer for ProgressLine {
         ));
     }
 
+    fn finding_floor(&mut self, selected: &Selected) {
+        self.bar.println(format!("finding the f32 floor: the layer polished on in f64 ({selected})"));
+    }
+
     fn progress(&mut self, p: &Progress) {
         let floor = p.floor.map(|f| format!(" floor {f:.2e} ({:.2}×)", p.rmse / f)).unwrap_or_default();
         let phase = match p.phase {
+            // The f64 polish that finds an f32 attempt's own floor counts its own steps.
+            _ if p.finding_floor => "floor (f64 polish)".to_string(),
             Phase::Adam => format!("adam#{}", p.attempt),
             Phase::Polish => "polish".to_string(),
             Phase::Done => "done".to_string(),

@@ -49,7 +49,7 @@ pub struct Sweep {
     /// [`TrainConfig::own_floor`] for every run: in f32 each run's floor, bar and restarts come
     /// from the model's own f64 solution, and no run consults its target's exact factorization
     /// (`to_bar`, whose bar must be known before the run, is then not consulted: the command
-    /// line refuses the two together).
+    /// line sets this only without it).
     pub own_floor: bool,
     /// Copy seed 0's checkpoint of each size here (none when `first_seed` > 0) and update `manifest.json`.
     pub ship: Option<PathBuf>,

@@ -51,6 +51,15 @@ pub struct TrainArgs {
     /// binary fractions (`TrainConfig::snap`).
     #[arg(long)]
     no_snap: bool,
+    /// In f32, take a built-in target's floor, bar and restarts from its exact factorization
+    /// (an answer the run is handed) instead of from the model's own f64 solution
+    /// (`TrainConfig::own_floor`).
+    #[arg(long)]
+    exact_floor: bool,
+    /// The default since the own floor became every f32 run's (kept so that earlier commands
+    /// still run).
+    #[arg(long, hide = true, conflicts_with = "exact_floor")]
+    own_floor: bool,
     /// Continue from the checkpoint in --checkpoint-dir.
     #[arg(long)]
     resume: bool,
@@ -78,6 +87,7 @@ impl TrainArgs {
         }
         c.fix_gauge = !self.free_gauge;
         c.snap = !self.no_snap;
+        c.own_floor = self.own_floor || !self.exact_floor;
         c.validate()?;
         Ok(c)
     }
@@ -160,9 +170,9 @@ fn missed_bar(report: &TrainReport, model: Option<ModelChoice>, real: bool, own_
         ),
         None if precision == Precision::F32 && (own_floor || matches!(target, TargetKind::Matrix | TargetKind::Data)) => {
             format!(
-                "train: the {target} at N = {}: rmse {:.3e}; its f32 bar is the rounding of the model's own f64 solution, \
+                "train: {target} at N = {}: rmse {:.3e}; its f32 bar is the rounding of the model's own f64 solution, \
                  and polished on in f64 from where the run ended it found none (it ended above 1e-14), so there is no \
-                 f32 bar",
+                 f32 bar and the run did not recover the target",
                 report.n, report.rmse
             )
         }
@@ -178,9 +188,9 @@ fn missed_bar(report: &TrainReport, model: Option<ModelChoice>, real: bool, own_
 
 /// The fields whose flags [`TrainArgs`] declares itself: `--n` (the CLI's default size), `--target`
 /// with `--kernel` (a target and its data), `--free-gauge` (the name `fix_gauge` had on the
-/// command line before its flag was derived) and `--no-snap` (a switch turns a field from its
-/// default, and `snap`'s is on).
-const OWN: [&str; 4] = ["n", "target", "fix_gauge", "snap"];
+/// command line before its flag was derived), and `--no-snap` and `--exact-floor` (a switch
+/// turns a field from its default, and `snap`'s and `own_floor`'s are on).
+const OWN: [&str; 5] = ["n", "target", "fix_gauge", "snap", "own_floor"];
 
 /// A flag `--<name with dashes>` for every other [`TrainConfig`] field with a default: a value
 /// flag, or a switch for a `bool` (given, the field takes the opposite of its default). A flag

@@ -328,16 +328,19 @@ train_config! {
         #[config(default = 4)]
         pub max_stalled: usize,
         /// Take a built-in target's f32 floor, and so its bar and restarts, from the model's own
-        /// f64 solution instead of from its exact factorization.
+        /// f64 solution (the default) instead of from its exact factorization.
         ///
         /// At the end of each attempt's polish the layer is polished on in f64 (no Adam) to the
         /// f64 bar, and that solution, gauge-fixed and rounded to f32, is the floor
         /// ([`FloorSource::OwnF64Solution`](crate::metrics::FloorSource)); where the f64 polish
         /// misses 1e-14 no solution is near and the attempt missed. The run then consults no
         /// answer; the exact factorization's floor in the trainer's gauge is still reported
-        /// beside it. No effect in f64 (its bar is 1e-14) or on a user's target (whose f32 floor
-        /// is always found this way).
-        #[config(default = false)]
+        /// beside it. Off (`train --exact-floor`), the floor is the exact factorization's rmse
+        /// in f32 on the backend: an answer the trainer is handed, for runs that need their bar
+        /// before they start (`bench train --to-bar`) and for comparing with figures measured
+        /// against it. No effect in f64 (its bar is 1e-14) or on a user's target (whose f32
+        /// floor is always found this way).
+        #[config(default = true)]
         pub own_floor: bool,
         /// Stop as soon as the rmse is at or below this (unset: polish until it stalls).
         #[config(default = "None")]

@@ -44,6 +44,7 @@
 
 mod adam;
 mod attempt;
+mod chain;
 pub mod checkpoint;
 pub mod config;
 pub mod export;

@@ -26,6 +26,12 @@ pub struct Progress {
     pub lr: Option<f64>,
     /// Seconds of training so far (summed over resumed runs).
     pub seconds: f64,
+    /// A record of the f64 polish that finds an f32 attempt's own floor
+    /// ([`TrainConfig::own_floor`]), from where the attempt's polish ended: its `step` counts
+    /// that polish's steps from 0 (the f32 run's steps do not move meanwhile), its `rmse` is
+    /// f64's, and it has no `floor`. Not kept in the run's history or TensorBoard logs.
+    #[serde(default)]
+    pub finding_floor: bool,
 }
 
 /// Receives progress while training runs (a progress bar, a logger). `()` ignores everything.
@@ -34,9 +40,30 @@ pub trait Observer {
     fn start(&mut self, _selected: &Selected, _config: &TrainConfig, _start_step: usize) {}
     /// Called every `log_every` steps and at phase changes.
     fn progress(&mut self, _p: &Progress) {}
+    /// Called, in f32, as the f64 polish that finds an attempt's own floor
+    /// ([`TrainConfig::own_floor`]) starts, with the backend it runs on (the run's own where
+    /// that computes in f64; ndarray for wgpu, which has none). Its records follow, marked
+    /// [`Progress::finding_floor`].
+    fn finding_floor(&mut self, _selected: &Selected) {}
 }
 
 impl Observer for () {}
+
+/// The observer of the f64 polish that finds an f32 attempt's own floor: its start is told as
+/// [`Observer::finding_floor`] (it is not a run the user started), and its records are handed
+/// on marked [`Progress::finding_floor`], so a display tells them from the run's own (they
+/// count their own steps, in f64).
+pub(super) struct FindingFloor<'a>(pub &'a mut dyn Observer);
+
+impl Observer for FindingFloor<'_> {
+    fn start(&mut self, selected: &Selected, _config: &TrainConfig, _start_step: usize) {
+        self.0.finding_floor(selected);
+    }
+
+    fn progress(&mut self, p: &Progress) {
+        self.0.progress(&Progress { finding_floor: true, floor: None, ..p.clone() });
+    }
+}
 
 /// One attempt of a run as its progress records saw it ([`crate::train::TrainReport::attempt_log`]):
 /// where its Adam phase ended and where its polish left it, which says why a run needed

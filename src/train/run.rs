@@ -17,7 +17,7 @@ use super::config::TrainConfig;
 use super::lm::Twiddles;
 use super::logging::TensorBoard;
 use super::objective::{self, scalar, Objective, Probes};
-use super::observer::{AttemptLog, Observer, Progress};
+use super::observer::{AttemptLog, FindingFloor, Observer, Progress};
 use super::optimizer::FusedAdam;
 use super::permutation::{self, MemoFile, SearchInF64};
 use super::state::{Level, Phase, TrainState};
@@ -444,7 +444,7 @@ impl<'a, B: FftBackend> Run<'a, B> {
     /// where no solution is near: the attempt missed).
     pub fn refine_floor(&mut self) -> Result<()> {
         let Some(refine) = self.refine else { return Ok(()) };
-        let solution = match refine(&self.layer, &mut *self.observer) {
+        let solution = match refine(&self.layer, &mut FindingFloor(&mut *self.observer)) {
             // A stop during the f64 polish stops this run, with its own checkpoint (a resumed
             // run ends its polish at once and looks again).
             Err(Error::Interrupted { .. }) if self.stop_asked() => {
@@ -457,6 +457,10 @@ impl<'a, B: FftBackend> Run<'a, B> {
         };
         self.floor_refined = true;
         self.floor_device = solution.as_ref().map(|s| floor_of(&self.inner_objective, s));
+        // Known only now: the training curve gets it at the step it was found.
+        if let (Some(tb), Some(floor)) = (self.tb.as_mut(), self.floor_device) {
+            tb.scalars(self.state.step, &[("floor", floor)])?;
+        }
         self.own_solution = solution;
         Ok(())
     }
@@ -522,6 +526,7 @@ impl<'a, B: FftBackend> Run<'a, B> {
             floor: self.floor_device,
             lr,
             seconds: self.seconds(),
+            finding_floor: false,
         };
         self.observer.progress(&p);
         match self.history.last_mut() {

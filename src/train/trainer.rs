@@ -9,6 +9,7 @@ use std::sync::Arc;
 use burn::tensor::backend::{Device as _, DeviceId};
 use serde::Serialize;
 
+use super::chain::HalfSource;
 use super::checkpoint;
 use super::config::TrainConfig;
 use super::objective::{scalar, Objective, Probes};
@@ -124,6 +125,9 @@ pub struct Trainer {
     stop: Option<Arc<AtomicBool>>,
     /// A grown run's half-size run: a run at 2N doubles its layer.
     half: bool,
+    /// Where this run's first block takes its half-size layer from, when another run trained
+    /// it already ([`HalfSource::of_block`]); `None`: it trains its own.
+    below: Option<HalfSource>,
 }
 
 impl Trainer {
@@ -134,7 +138,7 @@ impl Trainer {
     /// ([`TrainConfig::validate`]).
     pub fn new(config: TrainConfig) -> Result<Self> {
         config.validate()?;
-        Ok(Trainer { config, resume: false, stop: None, half: false })
+        Ok(Trainer { config, resume: false, stop: None, half: false, below: None })
     }
 
     /// Continue from `<checkpoint_dir>/checkpoint.lfft` (optimiser state and step counter
@@ -203,7 +207,7 @@ impl Trainer {
             self.nearest_solution::<B>(layer, device, selected, observer)
         };
         // The floor from the run's own solution: a user's target has no other, a built-in's is
-        // its exact factorization's unless `own_floor`. f64's bar is 1e-14 for every target.
+        // its exact factorization's only with `own_floor` off. f64's bar is 1e-14 for every target.
         let cfg = &self.config;
         let refines = Precision::of::<B>() == Precision::F32 && (cfg.own_floor || cfg.target.is_users());
         let refine: Option<&Refine<'_, B>> = if refines { Some(&nearest) } else { None };
@@ -263,7 +267,7 @@ impl Trainer {
             own_floor: false,
             ..self.config.clone()
         };
-        Trainer { config, resume: false, stop: self.stop.clone(), half: false }
+        Trainer { config, resume: false, stop: self.stop.clone(), half: false, below: None }
     }
 
     /// An f32 run's permutation search, done in f64 on the backend and device
@@ -363,8 +367,9 @@ impl Trainer {
             Some(h) if h.attempt == block => h,
             _ => self.half_run::<B>(block, device, selected, observer)?,
         };
-        // Its steps and seconds count once, in the block's first attempt.
-        let own = h.levels.last().filter(|_| h.attempt == attempt);
+        // Its steps and seconds count once, in the block's first attempt, and not at all where
+        // another block trained it (they were counted there).
+        let own = h.levels.last().filter(|_| h.attempt == attempt && !h.reused);
         let (steps, seconds) = own.map_or((0, 0.0), |l| (l.steps, l.seconds));
         let half_n = cfg.n / 2;
         let carried =
@@ -392,25 +397,35 @@ impl Trainer {
         Ok(Some(Grown { layer, aligned: false, from_n: cfg.n / 2, steps, seconds, levels }))
     }
 
-    /// The run at N/2 on the halved target with seed `seed + attempt`, polished to its own
-    /// precision (the grown layer starts there), with at most [`HALF_REUSE`] attempts: a run
-    /// that misses its bar there is still a start the run at N can finish from (the circulant's
-    /// chain from N = 4 to 64 with seed 0 missed at 8 in every attempt, rmse 0.11, and reached
-    /// the bar at 16 from it), and its own chain stays one block per level.
+    /// The run at N/2 on the halved target for the block starting at attempt `block` (its seed
+    /// and directory from [`HalfSource::of_block`]), polished to its own precision (the grown
+    /// layer starts there), with at most [`HALF_REUSE`] attempts: a run that misses its bar
+    /// there is still a start the run at N can finish from (the circulant's chain from N = 4 to
+    /// 64 with seed 0 missed at 8 in every attempt, rmse 0.11, and reached the bar at 16 from
+    /// it), and its own chain stays one block per level. A layer another block trained is read
+    /// back from its checkpoint directory (without one it is trained again from the same seed,
+    /// which gives the same layer).
     fn half_run<B: FftBackend>(
         &self,
-        attempt: usize,
+        block: usize,
         device: &B::Device,
         selected: &Selected,
         observer: &mut dyn Observer,
     ) -> Result<Half<B>> {
         let cfg = &self.config;
         let n = cfg.n / 2;
-        let dir = cfg.checkpoint_dir.as_ref().map(|d| checkpoint::half_dir(Path::new(d), n, attempt));
+        let run_dir = cfg.checkpoint_dir.as_deref().map(Path::new);
+        let source = HalfSource::of_block(block, (cfg.n, cfg.seed, run_dir), self.below.as_ref());
+        let dir = source.dir.clone();
+        // A layer another block trained is read back from its directory, its steps and seconds
+        // counted where it was trained; without one it is trained again, and counted again.
+        let given = block == 0 && self.below.is_some();
+        let resumable = dir.as_deref().is_some_and(checkpoint::resumable);
+        let reused = given && resumable;
         let half = TrainConfig {
             n,
             target: cfg.target.halved()?,
-            seed: cfg.seed + attempt as u64,
+            seed: source.seed,
             // One block: a run above it grows from the layer even when it missed its bar.
             restarts: cfg.restarts.min(HALF_REUSE - 1),
             checkpoint_dir: dir.as_ref().map(|d| d.display().to_string()),
@@ -419,9 +434,10 @@ impl Trainer {
             ..cfg.clone()
         };
         // A resumed run resumes (or reads back, when it finished) the half-size run it stopped
-        // in or needs again; a new run trains it anew.
-        let resume = self.resume && dir.as_deref().is_some_and(checkpoint::resumable);
-        let trainer = Trainer { config: half, resume, stop: self.stop.clone(), half: true };
+        // in or needs again; a new run trains its own anew.
+        let resume = resumable && (self.resume || given);
+        let below = source.below.map(|b| *b);
+        let trainer = Trainer { config: half, resume, stop: self.stop.clone(), half: true, below };
         let (layer, report) = trainer.run_on::<B>(device, selected, observer)?;
         let mut levels = report.levels;
         levels.push(Level {
@@ -436,7 +452,7 @@ impl Trainer {
             bar: report.bar,
             reached: report.reached,
         });
-        Ok(Half { attempt, layer, levels })
+        Ok(Half { attempt: block, layer, levels, reused })
     }
 }
 
@@ -446,7 +462,8 @@ impl Trainer {
 /// half-size run makes. A failed attempt at N then costs its own steps, not the whole chain
 /// below it again, and a chain costs at most this many attempts per level and block: without it the
 /// circulant's chain from N = 16 to 64 or 1024 retrained every level on every failed attempt
-/// above it, with ten attempts at each.
+/// above it, with ten attempts at each. A new block's half-size run grows from the first
+/// block's layer two sizes down, so it retrains one level, not the chain under it.
 pub const HALF_REUSE: usize = 3;
 
 /// A trained half-size layer, the attempt it was trained for, and what training it took (its
@@ -454,6 +471,8 @@ pub const HALF_REUSE: usize = 3;
 struct Half<B: FftBackend> {
     attempt: usize,
     layer: ButterflyProduct<B>,
+    /// Trained by another block's run and read back: its steps and seconds were counted there.
+    reused: bool,
     /// Its chain and its own outcome (its steps and seconds, the chain's included), smallest
     /// size first ([`TrainReport::levels`]).
     levels: Vec<Level>,

@@ -233,8 +233,14 @@ fn sigterm_and_sigint_leave_a_checkpoint_at_the_step_they_stopped() {
 #[test]
 fn a_run_that_misses_its_bar_exits_non_zero_saying_so() {
     let dir = scratch("missed-bar");
-    // The DFT cut short (20 Adam steps, one polish step): far above the f32 floor.
-    let early = train_args(&dir.join("dft"), 16, &["--adam-steps", "20", "--restarts", "0", "--polish-iters", "1"]);
+    // The DFT cut short (20 Adam steps, one polish step): far above the f32 floor. With its own
+    // floor (the default) the f64 polish from there finds no solution, so it has no bar; with
+    // the exact factorization's it is above that bar.
+    let cut = ["--adam-steps", "20", "--restarts", "0", "--polish-iters", "1"];
+    let own = train_args(&dir.join("dft-own"), 16, &cut);
+    let args: Vec<&str> = own.iter().map(String::as_str).collect();
+    refused(&args, &[], &["error: train: dft at N = 16", "no f32 bar", "did not recover the target"]);
+    let early = train_args(&dir.join("dft"), 16, &[&cut[..], &["--exact-floor"]].concat());
     let out = run(&early.iter().map(String::as_str).collect::<Vec<_>>(), &[]);
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(1), "{err}");
@@ -249,7 +255,7 @@ fn a_run_that_misses_its_bar_exits_non_zero_saying_so() {
     let dct = train_args(
         &dir.join("dct"),
         8,
-        &["--target", "dct2", "--adam-steps", "30", "--restarts", "0", "--polish-iters", "1"],
+        &["--target", "dct2", "--adam-steps", "30", "--restarts", "0", "--polish-iters", "1", "--exact-floor"],
     );
     let args: Vec<&str> = dct.iter().map(String::as_str).collect();
     refused(&args, &[], &["error: train: dct2 at N = 8", "is above the bar"]);
@@ -259,7 +265,17 @@ fn a_run_that_misses_its_bar_exits_non_zero_saying_so() {
     let bp = train_args(
         &dir.join("bp"),
         8,
-        &["--target", "circulant", "--kernel", "-1,2,-3,4,5,6,7,8", "--model", "bp", "--restarts", "0"],
+        &[
+            "--target",
+            "circulant",
+            "--kernel",
+            "-1,2,-3,4,5,6,7,8",
+            "--model",
+            "bp",
+            "--restarts",
+            "0",
+            "--exact-floor",
+        ],
     );
     let args: Vec<&str> = bp.iter().map(String::as_str).collect();
     refused(&args, &[], &["error: train: circulant at N = 8", "is above the bar", "model BP from --model", "BPBP"]);
@@ -364,21 +380,29 @@ fn bench_train_levels_gives_a_row_for_every_size_of_the_chains() {
     assert!(rows[2]["wall_seconds"].as_f64().is_some_and(|w| w > 0.0), "{}", rows[2]);
 }
 
-/// `bench train --own-floor` consults no exact factorization: each f32 run's floor is its own f64
+/// `bench train` consults no exact factorization by default: each f32 run's floor is its own f64
 /// solution's rounding, and the rows say what was learned (every stage, the permutation found
-/// from the matrix) and what the floor measures. With `--to-bar`, whose bar must be known
-/// before the run, it is refused naming both.
+/// from the matrix) and what the floor measures. With `--exact-floor` the floor and bar are the
+/// exact factorization's; `--own-floor` (the former switch, now the default) with `--to-bar`,
+/// whose bar must be known before the run, is refused naming both.
 #[test]
 fn bench_train_own_floor_reports_its_floor_and_what_was_learned() {
     let scratch_dir = scratch("sweep-own-floor");
     let dir = scratch_dir.to_str().unwrap();
+    let exact_dir = scratch("sweep-exact-floor");
     let args = ["--backend", "ndarray", "bench", "train", "--targets", "dft", "--sizes", "8", "--seeds", "1"];
-    let with = |rest: &[&'static str]| -> Vec<&str> { args.iter().chain(rest).copied().chain([dir]).collect() };
-    let out = run(&with(&["--own-floor", "--scratch"]), &[]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let rows = last_json(&out)["sweep"].as_array().cloned().unwrap_or_default();
-    assert_eq!(rows.len(), 1, "{rows:?}");
-    let row = &rows[0];
+    let with = |rest: &[&'static str], dir: &str| -> Vec<String> {
+        args.iter().chain(rest).map(|s| s.to_string()).chain([dir.to_string()]).collect()
+    };
+    let row_of = |rest: &[&'static str], dir: &str| {
+        let args = with(rest, dir);
+        let out = run(&args.iter().map(String::as_str).collect::<Vec<_>>(), &[]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let rows = last_json(&out)["sweep"].as_array().cloned().unwrap_or_default();
+        assert_eq!(rows.len(), 1, "{rows:?}");
+        rows[0].clone()
+    };
+    let row = row_of(&["--scratch"], dir);
     assert_eq!(row["floor_source"], "own_f64_solution", "{row}");
     assert_eq!(row["reached"], 1, "{row}");
     assert_eq!((&row["model"], &row["stages_fixed"], &row["stages_learned"]), (&"BP".into(), &0.into(), &3.into()));
@@ -386,7 +410,12 @@ fn bench_train_own_floor_reports_its_floor_and_what_was_learned() {
     // The bar is the own solution's: 1.05 × its floor, not the exact factorization's.
     let (bar, floor) = (row["bar"].as_f64().unwrap_or(0.0), row["floor"].as_f64().unwrap_or(0.0));
     assert!(floor > 0.0 && (bar / floor - learned_fft::metrics::F32_OWN_BAR_OVER_FLOOR).abs() < 1e-12, "{row}");
-    refused(&with(&["--own-floor", "--to-bar", "--scratch"]), &[], &["--own-floor", "--to-bar"]);
+    let exact = row_of(&["--exact-floor", "--scratch"], exact_dir.to_str().unwrap());
+    assert_eq!((&exact["floor_source"], &exact["reached"]), (&"exact_factorization".into(), &1.into()), "{exact}");
+    let (bar, floor) = (exact["bar"].as_f64().unwrap_or(0.0), exact["floor"].as_f64().unwrap_or(0.0));
+    assert!(floor > 0.0 && (bar / floor - learned_fft::metrics::F32_BAR_OVER_FLOOR).abs() < 1e-12, "{exact}");
+    let refused_args = with(&["--own-floor", "--to-bar", "--scratch"], dir);
+    refused(&refused_args.iter().map(String::as_str).collect::<Vec<_>>(), &[], &["--own-floor", "--to-bar"]);
 }
 
 /// `bench … --anchor FILE` reads the same run's anchor JSON lines before timing anything: a
@@ -438,6 +467,7 @@ fn every_train_config_field_has_its_flag() {
         let flag = match field.name {
             "fix_gauge" => "--free-gauge".to_string(),
             "snap" => "--no-snap".to_string(),
+            "own_floor" => "--exact-floor".to_string(),
             name => format!("--{}", name.replace('_', "-")),
         };
         assert!(help.contains(&format!("{flag} ")) || help.contains(&format!("{flag}\n")), "{flag} missing: {help}");

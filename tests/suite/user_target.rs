@@ -177,6 +177,9 @@ impl Observer for Starts {
     fn start(&mut self, selected: &Selected, _config: &TrainConfig, _start_step: usize) {
         self.0.push((selected.kind, selected.precision));
     }
+    fn finding_floor(&mut self, selected: &Selected) {
+        self.0.push((selected.kind, selected.precision));
+    }
 }
 
 /// An f32 run's floor is the solution nearest where each attempt ended, polished on in f64 (not
@@ -207,10 +210,9 @@ fn an_f32_runs_own_f64_solution_is_polished_from_its_end_on_its_backend_where_it
 struct StopAtF64(Arc<AtomicBool>);
 
 impl Observer for StopAtF64 {
-    fn start(&mut self, selected: &Selected, _config: &TrainConfig, _start_step: usize) {
-        if selected.precision == Precision::F64 {
-            self.0.store(true, Ordering::SeqCst);
-        }
+    fn finding_floor(&mut self, selected: &Selected) {
+        assert_eq!(selected.precision, Precision::F64);
+        self.0.store(true, Ordering::SeqCst);
     }
 }
 
