@@ -2,8 +2,9 @@
 //!
 //! **rmse** = sqrt(mean over the N×N entries of |M − F|²), where M is the matrix the layer
 //! computes on its backend and dtype ([`crate::nn::Butterfly::matrix_on_backend`]) and F the target in its
-//! unitary scaling in f64 ([`Target::matrix`]). This is the metric of Dao et al. (2019, table 1),
-//! so numbers compare with theirs.
+//! unitary scaling in f64 ([`Target::matrix`]). This is Dao et al.'s metric (2019), up to their
+//! scalings of some targets and their complex mean over real and imaginary parts apart (the
+//! guide's limits page compares the two side by side).
 //!
 //! For a user's data (pairs, no matrix) the rmse is the one the pairs estimate
 //! ([`rmse_on_data`]).
