@@ -11,7 +11,7 @@ use burn::optim::adaptor::OptimizerAdaptor;
 use burn::optim::{GradientsParams, Optimizer};
 use burn::tensor::Tensor;
 
-use super::attempt::{block_start, chosen_class, fresh_layer, new_optim, resume, schedule};
+use super::attempt::{block_of, chosen_class, fresh_layer, new_optim, resume, schedule, Block};
 use super::checkpoint::{self, DirLock, CONFIG_FILE};
 use super::config::TrainConfig;
 use super::lm::Twiddles;
@@ -73,10 +73,10 @@ pub(super) type Refine<'a, B> = dyn Fn(
     ) -> Result<Option<ButterflyProduct<<B as burn::tensor::backend::AutodiffBackend>::InnerBackend>>>
     + 'a;
 
-/// Attempt `attempt`'s layer grown from a trained half-size one, that of the block of attempts
-/// starting at the second argument ([`block_start`]), reporting that run's progress to the
-/// observer; `None` where the run starts from random weights.
-pub(super) type Grow<'a, B> = dyn Fn(usize, usize, &mut dyn Observer) -> Result<Option<Grown<B>>> + 'a;
+/// Attempt `attempt`'s layer grown from a trained half-size one, that of its block of attempts
+/// ([`Block`]), reporting that run's progress to the observer; `None` where the run starts from
+/// random weights.
+pub(super) type Grow<'a, B> = dyn Fn(usize, Block, &mut dyn Observer) -> Result<Option<Grown<B>>> + 'a;
 
 /// A layer grown from a trained layer of half the size, and what training that one took.
 pub(super) struct Grown<B: FftBackend> {
@@ -311,7 +311,7 @@ impl<'a, B: FftBackend> Run<'a, B> {
             (None, true) => return Err(Error::invalid("train.resume", "a checkpoint directory", "none")),
             (_, _) => {
                 let mut state = TrainState::start();
-                let layer = match (options.grow)(0, 0, &mut *observer)? {
+                let layer = match (options.grow)(0, Block { start: 0, anchor: 0 }, &mut *observer)? {
                     Some(grown) => {
                         // The attempt opens the run: the half-size run's seconds are its first.
                         state.seconds = grown.seconds;
@@ -430,7 +430,7 @@ impl<'a, B: FftBackend> Run<'a, B> {
         self.state.levels.clear();
         // The records so far say where the block of attempts that grow from one half-size layer
         // starts (a resumed run reads them from its checkpoint, and takes the same path).
-        let block = block_start(&AttemptLog::from_history(&self.history), attempt, self.cfg.switch_rmse);
+        let block = block_of(&AttemptLog::from_history(&self.history), attempt, self.cfg.switch_rmse);
         self.layer = match (self.grow)(attempt, block, &mut *self.observer)? {
             Some(grown) => self.state.grown(grown, &self.class)?,
             None => fresh_layer(self.cfg, &self.class, attempt, self.device)?,

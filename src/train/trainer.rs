@@ -9,6 +9,7 @@ use std::sync::Arc;
 use burn::tensor::backend::{Device as _, DeviceId};
 use serde::Serialize;
 
+use super::attempt::Block;
 use super::chain::HalfSource;
 use super::checkpoint;
 use super::config::TrainConfig;
@@ -200,7 +201,7 @@ impl Trainer {
         observer: &mut dyn Observer,
     ) -> Result<(ButterflyProduct<B>, TrainReport)> {
         let half = RefCell::new(None);
-        let grow = |attempt: usize, block: usize, observer: &mut dyn Observer| {
+        let grow = |attempt: usize, block: Block, observer: &mut dyn Observer| {
             self.grown::<B>(attempt, block, device, selected, &half, observer)
         };
         let nearest = |layer: &ButterflyProduct<B>, observer: &mut dyn Observer| {
@@ -308,7 +309,7 @@ impl Trainer {
         let factors = start.iter().map(|f| Butterfly::from_factor(f, device)).collect::<Result<Vec<_>>>()?;
         let start = RefCell::new(Some(ButterflyProduct { factors }));
         let n = self.config.n;
-        let grow = |_: usize, _: usize, _: &mut dyn Observer| {
+        let grow = |_: usize, _: Block, _: &mut dyn Observer| {
             Ok(start.borrow_mut().take().map(|layer| Grown {
                 layer,
                 aligned: true,
@@ -336,7 +337,7 @@ impl Trainer {
     /// half-size layer's permutations, found there, are carried up by [`permutation::carried_up`]);
     /// `None` otherwise. The half-size run (no logs of its own, its progress to `observer`, its
     /// checkpoints in [`checkpoint::half_dir`] inside this run's directory) has seed `seed + h`,
-    /// where `h` is `block`, the first attempt of `attempt`'s block
+    /// where `h` is `block.start`, the first attempt of `attempt`'s block
     /// ([`block_start`](super::attempt::block_start)); the attempts of a block double that one
     /// trained layer (kept in `half`), each with its own seed for the stages the half-size layer
     /// does not hold, whether or not it reached its bar. The block depends only on the attempts'
@@ -345,7 +346,7 @@ impl Trainer {
     fn grown<B: FftBackend>(
         &self,
         attempt: usize,
-        block: usize,
+        block: Block,
         device: &B::Device,
         selected: &Selected,
         half: &RefCell<Option<Half<B>>>,
@@ -364,7 +365,7 @@ impl Trainer {
         }
         let mut cached = half.borrow_mut();
         let h = match cached.take() {
-            Some(h) if h.attempt == block => h,
+            Some(h) if h.attempt == block.start => h,
             _ => self.half_run::<B>(block, device, selected, observer)?,
         };
         // Its steps and seconds count once, in the block's first attempt, and not at all where
@@ -407,7 +408,7 @@ impl Trainer {
     /// which gives the same layer).
     fn half_run<B: FftBackend>(
         &self,
-        block: usize,
+        block: Block,
         device: &B::Device,
         selected: &Selected,
         observer: &mut dyn Observer,
@@ -419,7 +420,7 @@ impl Trainer {
         let dir = source.dir.clone();
         // A layer another block trained is read back from its directory, its steps and seconds
         // counted where it was trained; without one it is trained again, and counted again.
-        let given = block == 0 && self.below.is_some();
+        let given = block.start == 0 && self.below.is_some();
         let resumable = dir.as_deref().is_some_and(checkpoint::resumable);
         let reused = given && resumable;
         let half = TrainConfig {
@@ -452,7 +453,7 @@ impl Trainer {
             bar: report.bar,
             reached: report.reached,
         });
-        Ok(Half { attempt: block, layer, levels, reused })
+        Ok(Half { attempt: block.start, layer, levels, reused })
     }
 }
 
@@ -462,8 +463,9 @@ impl Trainer {
 /// half-size run makes. A failed attempt at N then costs its own steps, not the whole chain
 /// below it again, and a chain costs at most this many attempts per level and block: without it the
 /// circulant's chain from N = 16 to 64 or 1024 retrained every level on every failed attempt
-/// above it, with ten attempts at each. A new block's half-size run grows from the first
-/// block's layer two sizes down, so it retrains one level, not the chain under it.
+/// above it, with ten attempts at each. Every other block's half-size run grows from the block
+/// before's layer two sizes down, so it retrains one level, not the chain under it
+/// ([`HalfSource::of_block`]).
 pub const HALF_REUSE: usize = 3;
 
 /// A trained half-size layer, the attempt it was trained for, and what training it took (its

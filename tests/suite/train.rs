@@ -1735,7 +1735,8 @@ fn a_chosen_product_grows_where_its_permutations_double() {
 /// (that 4 is the first block's layer trained again from its seed: there is no checkpoint
 /// directory to read it back from). Retraining the chain on every attempt would start 4 and 8
 /// five times each, and a run at 8 with more than three attempts would start a second run at 4
-/// before it.
+/// before it. With seven attempts, the third block (attempt 6) trains a chain of its own again
+/// (blocks alternate), and the second still grows from the first block's layer.
 ///
 /// An attempt whose Adam ends far above the default hand-over (one Adam step, recorded) ends
 /// its block instead: every attempt at 16 doubles a half-size layer trained anew, and so does
@@ -1743,7 +1744,7 @@ fn a_chosen_product_grows_where_its_permutations_double() {
 #[test]
 fn failed_attempts_reuse_the_half_size_layer() {
     use learned_fft::backend::Selected;
-    use learned_fft::train::Observer;
+    use learned_fft::train::{checkpoint, Observer};
     struct Starts(Vec<usize>);
     impl Observer for Starts {
         fn start(&mut self, _: &Selected, config: &TrainConfig, _: usize) {
@@ -1782,6 +1783,21 @@ fn failed_attempts_reuse_the_half_size_layer() {
     assert!(r.levels.iter().all(|l| !l.reached && l.rmse > l.bar.unwrap()), "{:?}", r.levels);
     assert!(r.levels[0].steps + r.levels[1].steps < r.steps, "{:?} then {}", r.levels, r.steps);
     assert_eq!(started, [4, 8, 16, 4, 8], "the runs started, by size");
+    // Blocks alternate: the third (attempt 6) trains a chain of its own (its run at 8 has its
+    // own run at 4, with seeds from `seed + 6`), where the second (attempt 3) grew from the
+    // first block's layer at 4, trained in the first block's directory.
+    let dir = scratch("half-alternate");
+    let r = Trainer::new(
+        config.clone().with_switch_rmse(1e6).with_restarts(6).with_checkpoint_dir(Some(dir.display().to_string())),
+    )
+    .unwrap()
+    .run(BackendKind::Ndarray, Precision::F64, &mut ())
+    .unwrap();
+    assert_eq!(r.attempts, 7);
+    let four_of = |block| checkpoint::half_dir(&checkpoint::half_dir(&dir, 8, block), 4, 0);
+    assert!(four_of(0).exists() && four_of(6).exists(), "blocks 0 and 6 train their own runs at 4");
+    assert!(!four_of(3).exists(), "block 3 grows from block 0's layer at 4");
+    assert!(r.levels.iter().all(|l| l.seed >= config.seed + 6), "block 6's chain: {:?}", r.levels);
     let (attempts, started) = starts(config.with_log_every(1).with_restarts(2));
     assert_eq!(attempts, 3);
     assert_eq!(started, [4, 8, 4, 4, 16, 4, 8, 4, 4, 4, 8, 4, 4], "the runs started, by size");
