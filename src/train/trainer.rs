@@ -464,8 +464,8 @@ impl Trainer {
 /// below it again, and a chain costs at most this many attempts per level and block: without it the
 /// circulant's chain from N = 16 to 64 or 1024 retrained every level on every failed attempt
 /// above it, with ten attempts at each. Every other block's half-size run grows from the block
-/// before's layer two sizes down, so it retrains one level, not the chain under it
-/// ([`HalfSource::of_block`]).
+/// before's layer two sizes down, so it retrains one level, not the chain under it; the
+/// others train a chain of their own.
 pub const HALF_REUSE: usize = 3;
 
 /// A trained half-size layer, the attempt it was trained for, and what training it took (its
