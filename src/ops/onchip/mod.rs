@@ -8,6 +8,8 @@
 //!   memory, registers), 2×2 twiddle blocks, shared-memory tree sums.
 //! - [`mapping`]: [`RadixConfig`], the host-side map of a cube's elements to threads, registers
 //!   and shared-memory slots.
+//! - [`plan`]: the passes a transform splits into, and each launch's map of lines and
+//!   butterflies to cubes and threads ([`Plan`](plan::Plan), [`Pass`](plan::Pass)).
 //! - [`stages`]: the `#[cube]` functions: groups of stages in registers, the swizzled
 //!   exchanges, the twiddle loads.
 //!
@@ -38,6 +40,7 @@
 
 pub(crate) mod blocks;
 pub(crate) mod mapping;
+pub(crate) mod plan;
 pub(crate) mod stages;
 
 pub(crate) use blocks::{

@@ -66,7 +66,7 @@ pub(crate) fn slot_of(e: usize, #[comptime] cfg: PassConfig) -> (usize, usize) {
 }
 
 /// Where element `linear` (= line · 2^log_local + index) of the cube's lines lives in shared
-/// memory: the kernels' twin of [`bank_swizzle`](super::bank_swizzle) (the same expression; see
+/// memory: the kernels' twin of [`bank_swizzle`](crate::ops::onchip::plan::bank_swizzle) (the same expression; see
 /// there why), which spreads every access of the line kernels over the 32 banks.
 #[cube]
 pub(crate) fn swizzled(linear: usize, #[comptime] cfg: PassConfig) -> usize {

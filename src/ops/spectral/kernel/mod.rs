@@ -230,7 +230,7 @@ pub(crate) struct LossConfig {
 /// Whether the fused kernels can run for window `win` on `device` in float type `F`: `win` a
 /// power of two in 2…[`MAX_FUSED_WIN`] whose frames fit in the device's shared memory.
 pub fn fused_supported<R: CubeRuntime, F: FloatElement>(win: usize, device: &R::Device) -> bool {
-    crate::ops::butterfly::kernel::single_pass_supported::<R, F>(win, device) && win <= MAX_FUSED_WIN
+    crate::ops::onchip::plan::single_pass_supported::<R, F>(win, device) && win <= MAX_FUSED_WIN
 }
 
 /// The kernels' comptime configuration for window `win` on `client`'s device, in float type `F`:
