@@ -179,6 +179,11 @@ pub(super) struct Block {
     pub anchor: usize,
 }
 
+impl Block {
+    /// The run's first block: attempt 0, which trains its own chain.
+    pub const FIRST: Block = Block { start: 0, anchor: 0 };
+}
+
 /// The block attempt `attempt` belongs to, from the run's records ([`block_start`]).
 pub(super) fn block_of(attempts: &[AttemptLog], attempt: usize, switch_rmse: f64) -> Block {
     let mut starts: Vec<usize> = Vec::new();

@@ -311,7 +311,7 @@ impl<'a, B: FftBackend> Run<'a, B> {
             (None, true) => return Err(Error::invalid("train.resume", "a checkpoint directory", "none")),
             (_, _) => {
                 let mut state = TrainState::start();
-                let layer = match (options.grow)(0, Block { start: 0, anchor: 0 }, &mut *observer)? {
+                let layer = match (options.grow)(0, Block::FIRST, &mut *observer)? {
                     Some(grown) => {
                         // The attempt opens the run: the half-size run's seconds are its first.
                         state.seconds = grown.seconds;
