@@ -13,12 +13,14 @@ use super::checkpoint::Checkpoint;
 use super::config::TrainConfig;
 use super::observer::{AttemptLog, Progress};
 use super::optimizer::FusedAdam;
+use super::permutation::Scored;
 use super::run::{AdamOptimizer, Grown, INITIAL_LOG2_LAMBDA};
 use super::state::{Phase, TrainState};
 use super::trainer::HALF_REUSE;
 use crate::backend::{FftBackend, Precision};
 use crate::error::{Error, Result};
 use crate::nn::{model_class_for, ButterflyInit, ButterflyProduct, ButterflyProductConfig, ModelClass};
+use crate::ops::Permutation;
 use crate::reference::ComplexMatrix;
 
 impl TrainState {
@@ -39,6 +41,7 @@ impl TrainState {
             grown_from: None,
             levels: Vec::new(),
             kept_own_rounding: false,
+            candidates: Vec::new(),
         }
     }
 
@@ -184,8 +187,9 @@ impl Block {
     pub const FIRST: Block = Block { start: 0, anchor: 0 };
 }
 
-/// The block attempt `attempt` belongs to, from the run's records ([`block_start`]).
-pub(super) fn block_of(attempts: &[AttemptLog], attempt: usize, switch_rmse: f64) -> Block {
+/// The first attempts of the blocks up to attempt `attempt`'s, first block first
+/// ([`block_start`]), from the run's records.
+fn block_starts(attempts: &[AttemptLog], attempt: usize, switch_rmse: f64) -> Vec<usize> {
     let mut starts: Vec<usize> = Vec::new();
     for a in 0..=attempt {
         let start = block_start(attempts, a, switch_rmse);
@@ -193,13 +197,59 @@ pub(super) fn block_of(attempts: &[AttemptLog], attempt: usize, switch_rmse: f64
             starts.push(start);
         }
     }
+    starts
+}
+
+/// The block attempt `attempt` belongs to, from the run's records ([`block_start`]).
+pub(super) fn block_of(attempts: &[AttemptLog], attempt: usize, switch_rmse: f64) -> Block {
+    let starts = block_starts(attempts, attempt, switch_rmse);
     let ordinal = starts.len() - 1;
     Block { start: starts[ordinal], anchor: starts[ordinal - ordinal % 2] }
 }
 
+/// How many blocks come before attempt `attempt`'s ([`block_start`]): 0 in the first block.
+pub(super) fn block_ordinal(attempts: &[AttemptLog], attempt: usize, switch_rmse: f64) -> usize {
+    block_starts(attempts, attempt, switch_rmse).len() - 1
+}
+
+/// Which of a searched run's `candidates` ([`TrainState::candidates`]: the kept permutations
+/// first, then the others by score) block `ordinal` trains behind: the kept ones in every even
+/// block (the first, the third, …), the others in turn in the odd blocks, cycling. As with the
+/// chains' blocks, which alternate between a chain of their own and the block before's layer,
+/// half of the attempts stay with the search's choice. A search can keep a wrong permutation
+/// where no candidate's scoring fit came below its early stop: the DST-II at N = 16 (BPBP,
+/// seed 3000, both precisions, 2026-12-07) kept a relaxation's gather scoring 8.8e-4 over the
+/// self-similar member that the nine other seeds' searches had ended on (8.5e-3 there: its
+/// scoring fit stalled), and all ten attempts trained behind the kept gather (the best ended at
+/// 8.8e-4, the gather's own score).
+pub(super) fn candidate_of(ordinal: usize, candidates: usize) -> usize {
+    match ordinal % 2 {
+        1 if candidates > 1 => 1 + (ordinal / 2) % (candidates - 1),
+        _ => 0,
+    }
+}
+
+/// The candidates of a run whose search kept `kept` (the first factor's permutation and the
+/// later factors') among those it `tried`: `kept`, then every other pair it scored, best score
+/// first, each once ([`TrainState::candidates`]).
+pub(super) fn ranked_candidates(kept: (Permutation, Permutation), tried: &[Scored]) -> Vec<(Permutation, Permutation)> {
+    let mut others: Vec<&Scored> = tried.iter().collect();
+    others.sort_by(|a, b| a.score.total_cmp(&b.score));
+    let mut candidates = vec![kept];
+    for s in others {
+        let pair = (s.first.clone(), s.later.clone());
+        if !candidates.contains(&pair) {
+            candidates.push(pair);
+        }
+    }
+    candidates
+}
+
 #[cfg(test)]
 mod tests {
-    use super::{block_of, block_start, Block, PLATEAU_OVER_SWITCH};
+    use super::{block_of, block_ordinal, block_start, candidate_of, ranked_candidates, Block, PLATEAU_OVER_SWITCH};
+    use crate::ops::Permutation;
+    use crate::train::permutation::Scored;
     use crate::train::{AttemptLog, HALF_REUSE};
 
     fn log(attempt: usize, adam_rmse: Option<f64>) -> AttemptLog {
@@ -238,5 +288,49 @@ mod tests {
         assert_eq!(blocks, expected.map(|(s, a)| block(s, a)));
         let one_each: Vec<_> = (0..5).map(|a| block_of(&[], a, switch)).collect();
         assert_eq!(one_each, [(0, 0), (0, 0), (0, 0), (3, 0), (3, 0)].map(|(s, a)| block(s, a)));
+    }
+
+    /// A searched run's blocks alternate between the kept permutations (candidate 0) and the
+    /// others in turn, cycling; with no other candidate every block keeps the search's choice.
+    /// The blocks come from the run's records: blocks 0, 3, 4 and 7 above are ordinals 0 … 3.
+    #[test]
+    fn every_other_block_trains_behind_the_searchs_next_candidate() {
+        let per_block: Vec<_> = (0..9).map(|ordinal| candidate_of(ordinal, 4)).collect();
+        assert_eq!(per_block, [0, 1, 0, 2, 0, 3, 0, 1, 0]);
+        assert!((0..9).all(|ordinal| candidate_of(ordinal, 1) == 0 && candidate_of(ordinal, 0) == 0));
+        let switch = 1e-4;
+        let mut logs: Vec<_> = (0..8).map(|a| log(a, Some(0.99 * switch))).collect();
+        logs[3].adam_rmse = Some(f64::NAN);
+        let ordinals: Vec<_> = (0..=logs.len()).map(|a| block_ordinal(&logs, a, switch)).collect();
+        assert_eq!(ordinals, [0, 0, 0, 1, 2, 2, 2, 3, 3]);
+        // Every attempt on Adam's plateau (the DST-II's at N = 16, seed 3000): a block each.
+        let plateaued: Vec<_> = (0..10).map(|a| log(a, Some(1e-2))).collect();
+        let candidates: Vec<_> = (0..10).map(|a| candidate_of(block_ordinal(&plateaued, a, switch), 3)).collect();
+        assert_eq!(candidates, [0, 1, 0, 2, 0, 1, 0, 2, 0, 1]);
+    }
+
+    /// The kept pair comes first even where another scored lower (a chain's bottom keeps what
+    /// the doubling carries up), then the others by score, each pair once.
+    #[test]
+    fn candidates_are_the_kept_pair_then_the_others_best_first() {
+        let (id, br) = (Permutation::Identity, Permutation::BitReversal);
+        let other = Permutation::Gather(vec![1, 0, 3, 2, 5, 4, 7, 6]);
+        let scored = |first: &Permutation, later: &Permutation, score| Scored {
+            first: first.clone(),
+            later: later.clone(),
+            score,
+        };
+        let tried = [
+            scored(&id, &id, 3e-2),
+            scored(&br, &id, 1e-3),
+            scored(&other, &id, 2e-3),
+            scored(&br, &br, 5e-3),
+            scored(&other, &id, 4e-3),
+        ];
+        let ranked = ranked_candidates((id.clone(), id.clone()), &tried);
+        let expected =
+            [(id.clone(), id.clone()), (br.clone(), id.clone()), (other.clone(), id.clone()), (br.clone(), br.clone())];
+        assert_eq!(ranked, expected);
+        assert_eq!(ranked_candidates((br.clone(), id.clone()), &[]), [(br, id)]);
     }
 }

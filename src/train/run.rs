@@ -11,7 +11,10 @@ use burn::optim::adaptor::OptimizerAdaptor;
 use burn::optim::{GradientsParams, Optimizer};
 use burn::tensor::Tensor;
 
-use super::attempt::{block_of, chosen_class, fresh_layer, new_optim, resume, schedule, Block};
+use super::attempt::{
+    block_of, block_ordinal, candidate_of, chosen_class, fresh_layer, new_optim, ranked_candidates, resume, schedule,
+    Block,
+};
 use super::checkpoint::{self, DirLock, CONFIG_FILE};
 use super::config::TrainConfig;
 use super::lm::Twiddles;
@@ -256,6 +259,7 @@ impl<'a, B: FftBackend> Run<'a, B> {
         // search's too made a chain to N = 65536 report 557 s for 459 s of wall time.
         let searched = Instant::now();
         let mut searched_start: Option<ButterflyProduct<B>> = None;
+        let mut candidates = Vec::new();
         if learn_permutation {
             // Under the real-output map one butterfly, as measured there; otherwise the class's.
             let factors = if cfg.real_output { 1 } else { class.permutations.len() };
@@ -291,6 +295,12 @@ impl<'a, B: FftBackend> Run<'a, B> {
                     class.sources[k] = source;
                 }
             }
+            // What the later blocks of attempts may train behind instead (`candidate_of`),
+            // where the search chose among permutations for the class's factors.
+            if class.permutations.len() == factors {
+                let later = class.permutations.get(1).cloned().unwrap_or(Permutation::Identity);
+                candidates = ranked_candidates((class.permutations[0].clone(), later), &learned.tried);
+            }
         }
         let search_seconds = searched.elapsed().as_secs_f64();
         drop(probes);
@@ -311,6 +321,7 @@ impl<'a, B: FftBackend> Run<'a, B> {
             (None, true) => return Err(Error::invalid("train.resume", "a checkpoint directory", "none")),
             (_, _) => {
                 let mut state = TrainState::start();
+                state.candidates = std::mem::take(&mut candidates);
                 let layer = match (options.grow)(0, Block::FIRST, &mut *observer)? {
                     Some(grown) => {
                         // The attempt opens the run: the half-size run's seconds are its first.
@@ -430,11 +441,32 @@ impl<'a, B: FftBackend> Run<'a, B> {
         self.state.levels.clear();
         // The records so far say where the block of attempts that grow from one half-size layer
         // starts (a resumed run reads them from its checkpoint, and takes the same path).
-        let block = block_of(&AttemptLog::from_history(&self.history), attempt, self.cfg.switch_rmse);
+        let log = AttemptLog::from_history(&self.history);
+        let block = block_of(&log, attempt, self.cfg.switch_rmse);
         self.layer = match (self.grow)(attempt, block, &mut *self.observer)? {
             Some(grown) => self.state.grown(grown, &self.class)?,
-            None => fresh_layer(self.cfg, &self.class, attempt, self.device)?,
+            None => {
+                // A searched run's blocks alternate between the permutations its search kept
+                // and the others it scored (`candidate_of`).
+                let ordinal = block_ordinal(&log, attempt, self.cfg.switch_rmse);
+                if let Some((first, later)) =
+                    self.state.candidates.get(candidate_of(ordinal, self.state.candidates.len())).cloned()
+                {
+                    self.class.permutations[0] = first;
+                    // The later factors' source as the search's own choice sets it.
+                    let later_source = match later {
+                        Permutation::Identity => PermutationSource::Identity,
+                        _ => self.class.sources[0],
+                    };
+                    for k in 1..self.class.permutations.len() {
+                        self.class.permutations[k] = later.clone();
+                        self.class.sources[k] = later_source;
+                    }
+                }
+                fresh_layer(self.cfg, &self.class, attempt, self.device)?
+            }
         };
+        self.perms = self.layer.permutations();
         self.optim = new_optim::<B>();
         self.schedule = schedule::<B>(self.cfg, 0)?;
         Ok(())

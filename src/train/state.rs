@@ -2,6 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::ops::Permutation;
+
 /// Where training stands, saved in every checkpoint.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TrainState {
@@ -49,6 +51,13 @@ pub struct TrainState {
     /// `Run::keep_the_better_rounding`); false in checkpoints written before.
     #[serde(default)]
     pub kept_own_rounding: bool,
+    /// The permutations a run's search scored (each a first factor's and the later factors'):
+    /// those it kept first, then the others it scored, best score first. Every other block of
+    /// attempts trains behind the kept ones; the blocks between them behind the others in turn,
+    /// so a search that kept a wrong permutation costs blocks, not the run. Empty where the run
+    /// searched none (and in checkpoints written before).
+    #[serde(default)]
+    pub candidates: Vec<(Permutation, Permutation)>,
 }
 
 /// One level of a grown chain: the outcome of the half-size run a run at twice its size grew

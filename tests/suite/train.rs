@@ -716,6 +716,82 @@ fn a_held_checkpoint_directory_is_refused_before_the_permutation_search() {
     assert!(!dir.join("checkpoint.lfft").exists(), "released: a checkpoint was written");
 }
 
+/// A search that kept a wrong permutation costs a block of attempts, not the run: the blocks
+/// between those behind the kept permutation train behind the search's other candidates, best
+/// first (`TrainState::candidates`). The Hartley transform at N = 8 under the real-output map
+/// (f64) finds its permutation in the search and reaches the bar in one attempt. With every
+/// candidate that fits scored badly in its search's memo, the same search scores all the others
+/// and keeps the best of them, behind which one attempt misses the bar. With the found
+/// permutation scored between that best and the next instead, the search still keeps the other:
+/// the first attempt misses, and the second (the next block: the first stalled on Adam's
+/// plateau) trains behind the found one and reaches the bar. Before, every attempt trained behind
+/// the kept permutation (the DST-II in BPBP at N = 16, seed 3000: ten attempts, all at 1.0e-2).
+#[test]
+fn a_search_that_kept_a_wrong_permutation_costs_a_block_not_the_run() {
+    use learned_fft::ops::Permutation;
+    use learned_fft::train::checkpoint;
+    use serde_json::{json, Value};
+    let config = |name: &str, restarts: usize| {
+        TrainConfig::new(8)
+            .with_target(Target::Hartley)
+            .with_real_output(true)
+            .with_restarts(restarts)
+            .with_checkpoint_dir(Some(scratch(name).display().to_string()))
+    };
+    let dir = |c: &TrainConfig| PathBuf::from(c.checkpoint_dir.as_deref().unwrap());
+    let memo_of = |c: &TrainConfig| -> Value {
+        serde_json::from_slice(&std::fs::read(dir(c).join(checkpoint::SEARCH_FILE)).unwrap()).unwrap()
+    };
+    let indices = |p: &Permutation| json!(p.indices(8));
+    let resumed_with = |c: &TrainConfig, memo: &Value| {
+        std::fs::write(dir(c).join(checkpoint::SEARCH_FILE), serde_json::to_vec(memo).unwrap()).unwrap();
+        let r = Trainer::new(c.clone()).unwrap().with_resume(true).run(BackendKind::Ndarray, Precision::F64, &mut ());
+        let state = Checkpoint::read(dir(c).join("checkpoint.lfft")).unwrap().state;
+        let candidates: Vec<_> = state.candidates.iter().map(|(f, l)| json!([indices(f), indices(l)])).collect();
+        (r.unwrap(), candidates)
+    };
+    // The pair `pair` scored `score` in the memo (the fits kept are scored; those that fit are not).
+    let scored = |memo: &mut Value, pair: &Value, score: f64| {
+        let fits = memo["fits"].as_array_mut().unwrap();
+        fits.retain(|f| json!([f["first"], f["later"]]) != *pair);
+        fits.push(json!({"first": pair[0], "later": pair[1], "seed": 0, "score": score}));
+    };
+    let found = config("candidates-found", 1);
+    let r = train(found.clone(), BackendKind::Ndarray, Precision::F64);
+    assert!(r.reached && r.attempts == 1, "{r:?}");
+    let pair_of = |p: &[Permutation]| json!([indices(&p[0]), indices(p.get(1).unwrap_or(&Permutation::Identity))]);
+    let right = pair_of(&Checkpoint::read(dir(&found).join("checkpoint.lfft")).unwrap().permutations());
+    // Every candidate that fits (their representatives differ) at rmse 0.5, far above any fit
+    // (the entries' scale is 1/√8), until the search keeps one that does not.
+    let (mut memo, mut fitting) = (memo_of(&found), vec![right.clone()]);
+    let (others, scored_all) = loop {
+        assert!(fitting.len() < 16, "every candidate fits");
+        fitting.iter().for_each(|pair| scored(&mut memo, pair, 0.5));
+        let others = config(&format!("candidates-others-{}", fitting.len()), 0);
+        let (r, candidates) = resumed_with(&others, &memo);
+        memo = memo_of(&others);
+        match r.reached {
+            true => fitting.push(candidates[0].clone()),
+            false => break (others, candidates),
+        }
+    };
+    assert!(scored_all.len() > fitting.len() + 1, "{} candidates", scored_all.len());
+    assert!(fitting.iter().all(|pair| scored_all[1..].contains(pair)));
+    let mut scores: Vec<f64> =
+        memo["fits"].as_array().unwrap().iter().filter_map(|f| f["score"].as_f64()).filter(|&s| s < 0.5).collect();
+    scores.sort_by(f64::total_cmp);
+    scored(&mut memo, &right, 0.5 * (scores[0] + scores[1]));
+    let wrong = config("candidates-kept-wrong", 1);
+    let (r, candidates) = resumed_with(&wrong, &memo);
+    assert_eq!(candidates[0], scored_all[0], "the search kept the same other pair as {}", others.n);
+    assert_eq!(candidates[1], right, "then the found pair");
+    assert!(r.reached && r.attempts == 2, "{r:?}");
+    let first = &r.attempt_log[0];
+    assert!(first.rmse > 1e-6, "the first attempt, behind the kept pair, ended at {:.2e}", first.rmse);
+    let ended = Checkpoint::read(dir(&wrong).join("checkpoint.lfft")).unwrap().permutations();
+    assert_eq!(pair_of(&ended), right, "the second attempt's permutation");
+}
+
 /// A real-output checkpoint records the map, and measured as `eval` does
 /// (`metrics::rmse_of_model`) gives the report's rmse through the map only: the layer's
 /// imaginary part is free, so M itself is not the target.
