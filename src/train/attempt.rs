@@ -200,16 +200,24 @@ fn block_starts(attempts: &[AttemptLog], attempt: usize, switch_rmse: f64) -> Ve
     starts
 }
 
-/// The block attempt `attempt` belongs to, from the run's records ([`block_start`]).
-pub(super) fn block_of(attempts: &[AttemptLog], attempt: usize, switch_rmse: f64) -> Block {
+/// The block attempt `attempt` belongs to, from the run's records ([`block_start`]), and how
+/// many blocks come before it (0 in the first block).
+pub(super) fn block_at(attempts: &[AttemptLog], attempt: usize, switch_rmse: f64) -> (Block, usize) {
     let starts = block_starts(attempts, attempt, switch_rmse);
     let ordinal = starts.len() - 1;
-    Block { start: starts[ordinal], anchor: starts[ordinal - ordinal % 2] }
+    (Block { start: starts[ordinal], anchor: starts[ordinal - ordinal % 2] }, ordinal)
 }
 
-/// How many blocks come before attempt `attempt`'s ([`block_start`]): 0 in the first block.
-pub(super) fn block_ordinal(attempts: &[AttemptLog], attempt: usize, switch_rmse: f64) -> usize {
-    block_starts(attempts, attempt, switch_rmse).len() - 1
+/// The block attempt `attempt` belongs to ([`block_at`]).
+#[cfg(test)]
+fn block_of(attempts: &[AttemptLog], attempt: usize, switch_rmse: f64) -> Block {
+    block_at(attempts, attempt, switch_rmse).0
+}
+
+/// How many blocks come before attempt `attempt`'s ([`block_at`]).
+#[cfg(test)]
+fn block_ordinal(attempts: &[AttemptLog], attempt: usize, switch_rmse: f64) -> usize {
+    block_at(attempts, attempt, switch_rmse).1
 }
 
 /// Which of a searched run's `candidates` ([`TrainState::candidates`]: the kept permutations

@@ -12,8 +12,7 @@ use burn::optim::{GradientsParams, Optimizer};
 use burn::tensor::Tensor;
 
 use super::attempt::{
-    block_of, block_ordinal, candidate_of, chosen_class, fresh_layer, new_optim, ranked_candidates, resume, schedule,
-    Block,
+    block_at, candidate_of, chosen_class, fresh_layer, new_optim, ranked_candidates, resume, schedule, Block,
 };
 use super::checkpoint::{self, DirLock, CONFIG_FILE};
 use super::config::TrainConfig;
@@ -441,14 +440,12 @@ impl<'a, B: FftBackend> Run<'a, B> {
         self.state.levels.clear();
         // The records so far say where the block of attempts that grow from one half-size layer
         // starts (a resumed run reads them from its checkpoint, and takes the same path).
-        let log = AttemptLog::from_history(&self.history);
-        let block = block_of(&log, attempt, self.cfg.switch_rmse);
+        let (block, ordinal) = block_at(&AttemptLog::from_history(&self.history), attempt, self.cfg.switch_rmse);
         self.layer = match (self.grow)(attempt, block, &mut *self.observer)? {
             Some(grown) => self.state.grown(grown, &self.class)?,
             None => {
                 // A searched run's blocks alternate between the permutations its search kept
                 // and the others it scored (`candidate_of`).
-                let ordinal = block_ordinal(&log, attempt, self.cfg.switch_rmse);
                 if let Some((first, later)) =
                     self.state.candidates.get(candidate_of(ordinal, self.state.candidates.len())).cloned()
                 {
