@@ -1802,6 +1802,66 @@ fn a_chosen_product_grows_where_its_permutations_double() {
     assert_eq!(r.permutations, [PermutationSource::Grown; 2]);
 }
 
+/// A chain's bottom whose fits from the run's own seed stall behind every permutation the
+/// doubling carries up fits the self-similar members again from its other seeds before it
+/// refuses the chain. The DCT-II grown from 16 to 32 (f64) finds its member at 16 from seed 0
+/// (`a_chosen_product_grows_where_its_permutations_double`). With that member and every
+/// candidate its search scored marked as stalled (rmse 0.5) in the bottom's memo, the resumed
+/// search scores no candidate under the early stop from the run's seed; fitted from the next
+/// seed, the same member fits, and the chain reaches the bar behind it. Before, the chain was
+/// refused there (the DCT-II at 64 with seed 5000: refused at its bottom, 32, every member
+/// fitted from the run's seed at rmse 2.8e-2 or above). It fails with the members fitted from
+/// the run's seed only.
+#[test]
+fn a_chain_bottom_whose_fits_stall_fits_its_members_from_other_seeds() {
+    use learned_fft::nn::ModelChoice;
+    use learned_fft::ops::Permutation;
+    use learned_fft::train::checkpoint;
+    use serde_json::{json, Value};
+    let config = |name: &str| {
+        TrainConfig::new(32)
+            .with_target(Target::Dct2)
+            .with_model(Some(ModelChoice::Bpbp))
+            .with_grow_above(Some(16))
+            .with_checkpoint_dir(Some(scratch(name).display().to_string()))
+    };
+    let bottom = |c: &TrainConfig| checkpoint::half_dir(Path::new(c.checkpoint_dir.as_deref().unwrap()), 16, 0);
+    let memo_of = |c: &TrainConfig| -> Value {
+        serde_json::from_slice(&std::fs::read(bottom(c).join(checkpoint::SEARCH_FILE)).unwrap()).unwrap()
+    };
+    let found = config("bottom-seeds-found");
+    let r = train(found.clone(), BackendKind::Ndarray, Precision::F64);
+    assert_bar(&r, Precision::F64);
+    let perms = Checkpoint::read(bottom(&found).join("checkpoint.lfft")).unwrap().permutations();
+    let pair = |p: &[Permutation]| json!([p[0].indices(16), p[1].indices(16)]);
+    let member = pair(&perms);
+    let plain = [Permutation::BitReversal, Permutation::Identity].map(|p| json!(p.indices(16)));
+    assert!(!plain.contains(&member[0]), "the bottom fits behind the bit reversal or the identity: {member}");
+    // The member from the run's seed (0) and every candidate scored there, at rmse 0.5.
+    let mut memo = memo_of(&found);
+    let fits = memo["fits"].as_array_mut().unwrap();
+    fits.iter_mut().for_each(|f| f["score"] = json!(0.5));
+    fits.push(json!({"first": member[0], "later": member[1], "seed": 0, "score": 0.5}));
+    let stalled = config("bottom-seeds-stalled");
+    std::fs::create_dir_all(bottom(&stalled)).unwrap();
+    std::fs::write(bottom(&stalled).join(checkpoint::SEARCH_FILE), serde_json::to_vec(&memo).unwrap()).unwrap();
+    let r = Trainer::new(stalled.clone()).unwrap().with_resume(true).run(BackendKind::Ndarray, Precision::F64, &mut ());
+    let r = r.expect("the chain trains from its bottom's next seed");
+    assert_bar(&r, Precision::F64);
+    assert_eq!(r.grown_from, Some(16), "{r:?}");
+    let ended = Checkpoint::read(bottom(&stalled).join("checkpoint.lfft")).unwrap().permutations();
+    assert_eq!(pair(&ended), member, "the bottom's permutations");
+    // The members the first search scored before its own were fitted again from another seed
+    // (the memo keeps the fits that stalled; one that fits is not kept).
+    let members_from = |memo: &Value, other_seed: bool| {
+        let fits = memo["fits"].as_array().unwrap().iter();
+        fits.filter(|f| !plain.contains(&f["first"]) && (f["seed"] != 0) == other_seed).count()
+    };
+    if members_from(&memo_of(&found), false) > 0 {
+        assert!(members_from(&memo_of(&stalled), true) > 0, "no member fitted from another seed");
+    }
+}
+
 /// A failed attempt at N doubles its block's trained half-size layer again instead of training
 /// the chain below it anew, and a half-size run makes at most `HALF_REUSE` attempts. With every
 /// attempt failing in the polish (one polish step, after Adam handed over at once: a hand-over
