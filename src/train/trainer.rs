@@ -366,7 +366,7 @@ impl Trainer {
         let mut cached = half.borrow_mut();
         let h = match cached.take() {
             Some(h) if h.attempt == block.start => h,
-            _ => self.half_run::<B>(block, device, selected, observer)?,
+            _ => self.block_half::<B>(block, device, selected, observer)?,
         };
         // Its steps and seconds count once, in the block's first attempt, and not at all where
         // another block trained it (they were counted there).
@@ -398,6 +398,33 @@ impl Trainer {
         Ok(Some(Grown { layer, aligned: false, from_n: cfg.n / 2, steps, seconds, levels }))
     }
 
+    /// The half-size layer the attempts of `block` double: its own run's
+    /// ([`half_run`](Self::half_run)), or where a later block's run is refused
+    /// ([`Error::InvalidInput`] `train.grow`: the new seed's search at the bottom of its chain
+    /// fitted no permutation the doubling carries up), the first block's layer, read back from
+    /// its directory (trained again from its seed without one), doubled with this block's
+    /// seeds. A refusal is the search's verdict on one seed's fits, and the first block's chain
+    /// has shown that the family grows: the run goes on to its last attempt and ends with its
+    /// best rmse. The circulant's run at N = 64 with seed 4000 (f64) was refused in the second
+    /// block of its run at 32, at that block's bottom (16: behind the bit reversal every fit
+    /// from six seeds ended at rmse 0.2464), after the first block's chain had trained its
+    /// layer at 32 (2026-12-07).
+    fn block_half<B: FftBackend>(
+        &self,
+        block: Block,
+        device: &B::Device,
+        selected: &Selected,
+        observer: &mut dyn Observer,
+    ) -> Result<Half<B>> {
+        match self.half_run::<B>(block, false, device, selected, observer) {
+            Err(Error::InvalidInput { op: "train.grow", .. }) if block.start > 0 => {
+                let first = self.half_run::<B>(Block::FIRST, true, device, selected, observer)?;
+                Ok(Half { attempt: block.start, ..first })
+            }
+            half => half,
+        }
+    }
+
     /// The run at N/2 on the halved target for the block starting at attempt `block` (its seed
     /// and directory from [`HalfSource::of_block`]), polished to its own precision (the grown
     /// layer starts there), with at most [`HALF_REUSE`] attempts: a run that misses its bar
@@ -405,10 +432,11 @@ impl Trainer {
     /// 64 with seed 0 missed at 8 in every attempt, rmse 0.11, and reached the bar at 16 from
     /// it), and its own chain stays one block per level. A layer another block trained is read
     /// back from its checkpoint directory (without one it is trained again from the same seed,
-    /// which gives the same layer).
+    /// which gives the same layer), as is the first block's where `read_back` asks for it.
     fn half_run<B: FftBackend>(
         &self,
         block: Block,
+        read_back: bool,
         device: &B::Device,
         selected: &Selected,
         observer: &mut dyn Observer,
@@ -420,7 +448,7 @@ impl Trainer {
         let dir = source.dir.clone();
         // A layer another block trained is read back from its directory, its steps and seconds
         // counted where it was trained; without one it is trained again, and counted again.
-        let given = block.start == 0 && self.below.is_some();
+        let given = block.start == 0 && (self.below.is_some() || read_back);
         let resumable = dir.as_deref().is_some_and(checkpoint::resumable);
         let reused = given && resumable;
         let half = TrainConfig {

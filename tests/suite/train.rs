@@ -1939,6 +1939,68 @@ fn failed_attempts_reuse_the_half_size_layer() {
     assert_eq!(started, [4, 8, 4, 4, 16, 4, 8, 4, 4, 4, 8, 4, 4], "the runs started, by size");
 }
 
+/// A later block whose chain is refused at its bottom (its seed's search fits no permutation
+/// the doubling carries up) doubles the first block's layer instead, and the run ends with its
+/// best rmse: the refusal is one seed's verdict, and the first block's chain has shown that the
+/// family grows. The circulant at N = 8 grown from 4, every attempt failing as above, four
+/// attempts: the second block (attempt 3) searches a bottom of its own at 4 (seeds from
+/// `seed + 3`); with every candidate there from each of its seeds marked stalled in its memo
+/// (every pair of the 24 permutations of 4), it is refused, and its attempt grows from the first
+/// block's layer at 4 (read back from its directory).
+#[test]
+fn a_later_block_refused_at_its_bottom_doubles_the_first_blocks_layer() {
+    use learned_fft::train::checkpoint;
+    use serde_json::{json, Value};
+    let config = |name: &str| {
+        TrainConfig::new(8)
+            .with_target(Target::Circulant { kernel: normals(7, 8) })
+            .with_grow_above(Some(4))
+            .with_adam_steps(1)
+            .with_polish_iters(1)
+            .with_switch_rmse(1e6)
+            .with_restarts(3)
+            .with_checkpoint_dir(Some(scratch(name).display().to_string()))
+    };
+    let second_bottom = |c: &TrainConfig| checkpoint::half_dir(Path::new(c.checkpoint_dir.as_deref().unwrap()), 4, 3);
+    let own = config("later-block-own");
+    let r = train(own.clone(), BackendKind::Ndarray, Precision::F64);
+    assert_eq!(r.attempts, 4);
+    assert!(second_bottom(&own).join("checkpoint.lfft").exists(), "the second block trains its own bottom");
+    assert!(r.levels[0].n == 4 && r.levels[0].seed >= own.seed + 3, "the second block's layer: {:?}", r.levels);
+    // Its search's memo (its context: the objective, the class, the settings), every candidate
+    // stalled from each of the bottom's seeds (the run's, then a step of 0x9e37_79b9 each).
+    let mut memo: Value =
+        serde_json::from_slice(&std::fs::read(second_bottom(&own).join(checkpoint::SEARCH_FILE)).unwrap()).unwrap();
+    let mut perms = Vec::new();
+    for p in 0..4usize.pow(4) {
+        let q: Vec<usize> = (0..4).map(|i| p / 4usize.pow(i) % 4).collect();
+        if (0..4).all(|v| q.contains(&v)) {
+            perms.push(q);
+        }
+    }
+    assert_eq!(perms.len(), 24);
+    let seeds = (0..6u64).map(|s| (own.seed + 3).wrapping_add(s.wrapping_mul(0x9e37_79b9)));
+    let fits: Vec<Value> = seeds
+        .flat_map(|seed| {
+            let perms = &perms;
+            perms.iter().flat_map(move |first| {
+                perms.iter().map(move |later| json!({"first": first, "later": later, "seed": seed, "score": 0.5}))
+            })
+        })
+        .collect();
+    memo["fits"] = json!(fits);
+    memo["relaxations"] = json!([]);
+    let refused = config("later-block-refused");
+    std::fs::create_dir_all(second_bottom(&refused)).unwrap();
+    std::fs::write(second_bottom(&refused).join(checkpoint::SEARCH_FILE), serde_json::to_vec(&memo).unwrap()).unwrap();
+    let r = Trainer::new(refused.clone()).unwrap().with_resume(true).run(BackendKind::Ndarray, Precision::F64, &mut ());
+    let r = r.expect("the run goes on past the second block's refused bottom");
+    assert_eq!(r.attempts, 4);
+    assert!(!r.reached);
+    assert!(!second_bottom(&refused).join("checkpoint.lfft").exists(), "the second block's bottom was refused");
+    assert!(r.levels[0].n == 4 && r.levels[0].seed < refused.seed + 3, "the first block's layer: {:?}", r.levels);
+}
+
 /// A grown run's half-size runs keep checkpoints of their own (`half-n{N}-a{attempt}` inside the
 /// run's directory, nested): a stop while one trains names its checkpoint, and the run resumed
 /// from there ends where the uninterrupted run did, bit for bit. Every attempt fails as above;
