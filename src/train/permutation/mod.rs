@@ -548,6 +548,30 @@ mod tests {
         assert!(wrong > 0.1 * own_scale(&objective), "behind the identity: {wrong:e}");
     }
 
+    /// A stalled fit is scored once per scorer, with or without a memo: a repeat (a chain's
+    /// bottom scores the bit reversal and identity pairs again from the seeds its first round
+    /// fitted them from) returns the same score and no butterflies, at once. The DFT at N = 8
+    /// behind the identity (no butterfly there is the DFT) stalls.
+    #[test]
+    fn a_scorer_fits_a_stalled_candidate_once() {
+        type B = Autodiff<NdArrayBackend<f64>>;
+        let (n, device) = (8, Default::default());
+        let objective = Objective::<B>::new(&Target::Dft, n, &device).unwrap();
+        let search = PermutationSearch { score_steps: 30, polish_steps: 2, ..PermutationSearch::default() };
+        let stop = AtomicBool::new(false);
+        let scorer = Scorer::new(&objective, 1, &search, Some(&stop), &device);
+        let id = Permutation::Identity;
+        let (first, layers) = scorer.fit((&id, &id), 3).unwrap();
+        assert!(first > scorer.solved && !layers.is_empty(), "behind the identity: {first:e}");
+        // A fit run again would stop at its first step, asked to.
+        stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        let (again, layers) = scorer.fit((&id, &id), 3).unwrap();
+        assert_eq!(again.to_bits(), first.to_bits());
+        assert!(layers.is_empty());
+        let other_seed = scorer.fit((&id, &id), 4);
+        assert!(matches!(other_seed, Err(Error::Interrupted { .. })), "{other_seed:?}");
+    }
+
     /// The doubling carries a self-similar candidate to the same rule one level deeper, and
     /// nothing else but the bit reversal and the identity. A member followed by the identity at
     /// 2N is two copies of itself at N behind the split `Q` its rule makes at the top level

@@ -2,6 +2,8 @@
 //! it, fitted by Adam with the trainer's cosine decay, then polished where the fit stopped short
 //! (see the parent module's docs), and the relaxation that proposes candidates of its own.
 
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::sync::atomic::AtomicBool;
 
 use burn::module::Module;
@@ -83,7 +85,15 @@ pub(super) struct Scorer<'a, B: FftBackend> {
     pub(super) device: &'a B::Device,
     /// The search's progress, where the run keeps it: what is there is not fitted again.
     pub(super) memo: Option<&'a Memo>,
+    /// Every stalled fit's score, `(first, later, seed)` as gathers, as the memo keeps them: a
+    /// chain's bottom that fits the members from one seed after another scores the bit reversal
+    /// and identity pairs its first round fitted from the same seeds, and a run without a
+    /// checkpoint directory (no memo) would fit them again, with the same outcome.
+    stalled: RefCell<HashMap<FitKey, f64>>,
 }
+
+/// A fit's candidate and seed: the first permutation's gather, the later ones', the seed.
+type FitKey = (Vec<usize>, Vec<usize>, u64);
 
 impl<'a, B: FftBackend> Scorer<'a, B> {
     pub(super) fn new(
@@ -94,7 +104,8 @@ impl<'a, B: FftBackend> Scorer<'a, B> {
         device: &'a B::Device,
     ) -> Self {
         let solved = SOLVED * own_scale(objective);
-        Scorer { objective, inner: objective.inner(), factors, search, solved, stop, device, memo: None }
+        let stalled = RefCell::default();
+        Scorer { objective, inner: objective.inner(), factors, search, solved, stop, device, memo: None, stalled }
     }
 
     /// This scorer, keeping its fits' scores and relaxations' gathers in `memo` and taking those
@@ -149,15 +160,22 @@ impl<B: FftBackend> Scorer<'_, B> {
     /// The rmse the class's butterflies of random unitary blocks (seeded from `seed`), the
     /// first behind `perms.0` and the later ones behind `perms.1`, reach in the scoring fit
     /// (`score_steps` Adam steps, then the polish where that did not reach the early stop),
-    /// and the butterflies they ended as. A score kept in the memo is taken from there, with no
-    /// butterflies: it is above the early stop (one below it is not kept), so they are not used.
+    /// and the butterflies they ended as. A score this scorer or the memo kept is taken from
+    /// there, with no butterflies: it is above the early stop (one below it is not kept), so
+    /// they are not used.
     pub(super) fn fit(&self, perms: (&Permutation, &Permutation), seed: u64) -> Result<(f64, Vec<Butterfly<B>>)> {
-        if let Some(score) = self.memo.and_then(|m| m.fit(perms, seed)) {
+        let n = self.objective.n();
+        let key = (perms.0.indices(n), perms.1.indices(n), seed);
+        let kept = self.stalled.borrow().get(&key).copied();
+        if let Some(score) = kept.or_else(|| self.memo.and_then(|m| m.fit(perms, seed))) {
             return Ok((score, Vec::new()));
         }
         let (score, layers) = self.fit_anew(perms, seed)?;
-        if let (Some(memo), true) = (self.memo, score > self.solved) {
-            memo.keep_fit(perms, seed, score)?;
+        if score > self.solved {
+            self.stalled.borrow_mut().insert(key, score);
+            if let Some(memo) = self.memo {
+                memo.keep_fit(perms, seed, score)?;
+            }
         }
         Ok((score, layers))
     }
