@@ -200,9 +200,9 @@ impl Trainer {
         selected: &Selected,
         observer: &mut dyn Observer,
     ) -> Result<(ButterflyProduct<B>, TrainReport)> {
-        let half = RefCell::new(None);
+        let halves = RefCell::new(Halves::default());
         let grow = |attempt: usize, block: Block, observer: &mut dyn Observer| {
-            self.grown::<B>(attempt, block, device, selected, &half, observer)
+            self.grown::<B>(attempt, block, device, selected, &halves, observer)
         };
         let nearest = |layer: &ButterflyProduct<B>, observer: &mut dyn Observer| {
             self.nearest_solution::<B>(layer, device, selected, observer)
@@ -340,16 +340,17 @@ impl Trainer {
     /// where `h` is `block.start`, the first attempt of `attempt`'s block
     /// ([`block_start`](super::attempt::block_start)); the attempts of a block double that one
     /// trained layer (kept in `half`), each with its own seed for the stages the half-size layer
-    /// does not hold, whether or not it reached its bar. The block depends only on the attempts'
-    /// records (and the runs are deterministic), so a resumed run takes the uninterrupted run's
-    /// path.
+    /// does not hold, whether or not it reached its bar; the first block's layer is kept too
+    /// (`halves`), for a later block whose own chain is refused ([`Self::block_half`]). The block
+    /// depends only on the attempts' records (and the runs are deterministic), so a resumed run
+    /// takes the uninterrupted run's path.
     fn grown<B: FftBackend>(
         &self,
         attempt: usize,
         block: Block,
         device: &B::Device,
         selected: &Selected,
-        half: &RefCell<Option<Half<B>>>,
+        halves: &RefCell<Halves<B>>,
         observer: &mut dyn Observer,
     ) -> Result<Option<Grown<B>>> {
         let cfg = &self.config;
@@ -363,11 +364,14 @@ impl Trainer {
         if !class.permutations.iter().all(doubles) {
             return Ok(None);
         }
-        let mut cached = half.borrow_mut();
-        let h = match cached.take() {
+        let mut cached = halves.borrow_mut();
+        let h = match cached.current.take() {
             Some(h) if h.attempt == block.start => h,
-            _ => self.block_half::<B>(block, device, selected, observer)?,
+            _ => self.block_half::<B>(block, cached.first.as_ref(), device, selected, observer)?,
         };
+        if block.start == 0 && cached.first.is_none() {
+            cached.first = Some(h.clone());
+        }
         // Its steps and seconds count once, in the block's first attempt, and not at all where
         // another block trained it (they were counted there).
         let own = h.levels.last().filter(|_| h.attempt == attempt && !h.reused);
@@ -394,16 +398,16 @@ impl Trainer {
         };
         let layer = h.layer.doubled_behind(&carried, cfg.seed + attempt as u64)?;
         let levels = h.levels.clone();
-        *cached = Some(h);
+        cached.current = Some(h);
         Ok(Some(Grown { layer, aligned: false, from_n: cfg.n / 2, steps, seconds, levels }))
     }
 
     /// The half-size layer the attempts of `block` double: its own run's
     /// ([`half_run`](Self::half_run)), or where a later block's run is refused
     /// ([`Error::InvalidInput`] `train.grow`: the new seed's search at the bottom of its chain
-    /// fitted no permutation the doubling carries up), the first block's layer, read back from
-    /// its directory (trained again from its seed without one), doubled with this block's
-    /// seeds. A refusal is the search's verdict on one seed's fits, and the first block's chain
+    /// fitted no permutation the doubling carries up), the first block's layer (`first`, kept
+    /// by this process; a resumed run reads it back from its directory), doubled with this
+    /// block's seeds. A refusal is the search's verdict on one seed's fits, and the first block's chain
     /// has shown that the family grows: the run goes on to its last attempt and ends with its
     /// best rmse. The circulant's run at N = 64 with seed 4000 (f64) was refused in the second
     /// block of its run at 32, at that block's bottom (16: behind the bit reversal every fit
@@ -412,13 +416,18 @@ impl Trainer {
     fn block_half<B: FftBackend>(
         &self,
         block: Block,
+        first: Option<&Half<B>>,
         device: &B::Device,
         selected: &Selected,
         observer: &mut dyn Observer,
     ) -> Result<Half<B>> {
         match self.half_run::<B>(block, false, device, selected, observer) {
             Err(Error::InvalidInput { op: "train.grow", .. }) if block.start > 0 => {
-                let first = self.half_run::<B>(Block::FIRST, true, device, selected, observer)?;
+                let first = match first {
+                    // Its steps and seconds were counted in the first block.
+                    Some(first) => Half { reused: true, ..first.clone() },
+                    None => self.half_run::<B>(Block::FIRST, true, device, selected, observer)?,
+                };
                 Ok(Half { attempt: block.start, ..first })
             }
             half => half,
@@ -498,6 +507,7 @@ pub const HALF_REUSE: usize = 3;
 
 /// A trained half-size layer, the attempt it was trained for, and what training it took (its
 /// level, last in `levels`).
+#[derive(Clone)]
 struct Half<B: FftBackend> {
     attempt: usize,
     layer: ButterflyProduct<B>,
@@ -506,6 +516,21 @@ struct Half<B: FftBackend> {
     /// Its chain and its own outcome (its steps and seconds, the chain's included), smallest
     /// size first ([`TrainReport::levels`]).
     levels: Vec<Level>,
+}
+
+/// The half-size layers a run keeps: the one its current block's attempts double, and its first
+/// block's, which a later block whose own chain is refused doubles instead
+/// ([`Trainer::block_half`]; without it, a run with no checkpoint directory would train the
+/// first block's chain again).
+struct Halves<B: FftBackend> {
+    current: Option<Half<B>>,
+    first: Option<Half<B>>,
+}
+
+impl<B: FftBackend> Default for Halves<B> {
+    fn default() -> Self {
+        Halves { current: None, first: None }
+    }
 }
 
 /// The run of `cfg` with `options`: Adam then the polish, again from new random weights after a

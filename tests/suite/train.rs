@@ -1946,11 +1946,19 @@ fn failed_attempts_reuse_the_half_size_layer() {
 /// attempts: the second block (attempt 3) searches a bottom of its own at 4 (seeds from
 /// `seed + 3`); with every candidate there from each of its seeds marked stalled in its memo
 /// (every pair of the 24 permutations of 4), it is refused, and its attempt grows from the first
-/// block's layer at 4 (read back from its directory).
+/// block's layer at 4, the one the run kept (neither read back from its directory nor trained
+/// again).
 #[test]
 fn a_later_block_refused_at_its_bottom_doubles_the_first_blocks_layer() {
-    use learned_fft::train::checkpoint;
+    use learned_fft::backend::Selected;
+    use learned_fft::train::{checkpoint, Observer};
     use serde_json::{json, Value};
+    struct Starts(Vec<(usize, usize)>);
+    impl Observer for Starts {
+        fn start(&mut self, _: &Selected, config: &TrainConfig, resumed_from: usize) {
+            self.0.push((config.n, resumed_from));
+        }
+    }
     let config = |name: &str| {
         TrainConfig::new(8)
             .with_target(Target::Circulant { kernel: normals(7, 8) })
@@ -1993,12 +2001,19 @@ fn a_later_block_refused_at_its_bottom_doubles_the_first_blocks_layer() {
     let refused = config("later-block-refused");
     std::fs::create_dir_all(second_bottom(&refused)).unwrap();
     std::fs::write(second_bottom(&refused).join(checkpoint::SEARCH_FILE), serde_json::to_vec(&memo).unwrap()).unwrap();
-    let r = Trainer::new(refused.clone()).unwrap().with_resume(true).run(BackendKind::Ndarray, Precision::F64, &mut ());
+    let mut starts = Starts(Vec::new());
+    let r =
+        Trainer::new(refused.clone()).unwrap().with_resume(true).run(BackendKind::Ndarray, Precision::F64, &mut starts);
     let r = r.expect("the run goes on past the second block's refused bottom");
     assert_eq!(r.attempts, 4);
     assert!(!r.reached);
     assert!(!second_bottom(&refused).join("checkpoint.lfft").exists(), "the second block's bottom was refused");
     assert!(r.levels[0].n == 4 && r.levels[0].seed < refused.seed + 3, "the first block's layer: {:?}", r.levels);
+    // One run at 4 starts, the first block's (the refused bottom is refused before it starts):
+    // its layer is the one this run kept, not read back (a read-back resumes the finished run, a
+    // second start at 4) nor, without a directory, trained again (a second start too).
+    let at_4 = starts.0.iter().filter(|&&(n, _)| n == 4).count();
+    assert_eq!(at_4, 1, "the runs started, (n, from step): {:?}", starts.0);
 }
 
 /// A grown run's half-size runs keep checkpoints of their own (`half-n{N}-a{attempt}` inside the
