@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 use super::anchor::Anchor;
 use super::linear::LinearBench;
 use super::rfft::RfftBench;
-use super::sweep::Sweep;
+use super::sweep::{Sweep, SWEEP_CHECKPOINT_EVERY};
 use super::timing::{BenchPermutation, ButterflyBench, ConvBench, SpectralBench};
 use super::{one_of, positive, stop_on_signals, Global, JsonLines};
 
@@ -77,6 +77,11 @@ pub enum BenchCommand {
         /// reports at once), the others start.
         #[arg(long)]
         resume: bool,
+        /// Steps between each run's checkpoints in the scratch directory: a sweep killed
+        /// outright (SIGKILL, the machine going down) resumes with --resume from at most this
+        /// many steps back. A stop by SIGTERM or Ctrl-C checkpoints where it stops.
+        #[arg(long, default_value_t = SWEEP_CHECKPOINT_EVERY, value_parser = positive())]
+        checkpoint_every: usize,
         /// Also a row for every size below N that a run's grown chain passed (its half-size
         /// runs: at most 3 attempts each, on the target halved), marked `grown_in: N`; every
         /// run's line on stderr lists its chain's levels.
@@ -227,6 +232,7 @@ pub fn run(command: BenchCommand, global: &Global) -> Result<Value> {
             verbose,
             devices,
             resume,
+            checkpoint_every,
             levels,
         } => {
             let sweep = Sweep {
@@ -244,6 +250,7 @@ pub fn run(command: BenchCommand, global: &Global) -> Result<Value> {
                 ship: ship.map(Into::into),
                 scratch: scratch.into(),
                 resume,
+                checkpoint_every,
                 stop: Some(stop_on_signals()?),
                 devices,
                 levels,

@@ -202,6 +202,42 @@ fn one_trainer_per_checkpoint_directory() {
     assert!(last_json(&first)["train"]["rmse"].is_f64());
 }
 
+/// A sweep killed outright (SIGKILL: nothing is written on the way out) has left each run a
+/// checkpoint at most `--checkpoint-every` steps back, and `--resume` ends the run where an
+/// uninterrupted sweep ends it (steps, attempts, rmse).
+#[test]
+fn a_killed_sweep_resumes_from_its_last_periodic_checkpoint() {
+    let every = 25u64;
+    let sweep = |dir: &Path| -> Vec<String> {
+        let mut a: Vec<String> = ["--backend", "ndarray", "bench", "train", "--targets", "dft", "--sizes", "32"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        a.extend(["--seeds", "1", "--verbose", "--checkpoint-every"].map(String::from));
+        a.extend([every.to_string(), "--scratch".into(), dir.display().to_string()]);
+        a
+    };
+    let dir = scratch("sweep-killed");
+    let args = sweep(&dir);
+    let (mut child, seen) = trainer_past(&args, 3 * every + 7);
+    child.kill().expect("SIGKILL"); // Child::kill sends SIGKILL on Unix.
+    let _ = child.wait();
+    assert!(seen >= 3 * every + 7, "the run got to step {seen}");
+    let ckpt = Checkpoint::read(dir.join("dft-n32-f32-0").join("checkpoint.lfft")).expect("a checkpoint after SIGKILL");
+    assert!(ckpt.state.step as u64 + every >= seen, "killed after step {seen}, checkpoint at step {}", ckpt.state.step);
+    let ended = |out: &Output| {
+        assert!(out.status.success(), "{}", stderr(out));
+        let err = stderr(out);
+        let runs = err.lines().filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok());
+        let run = runs.filter_map(|v| v.get("run").cloned()).next_back().expect("a run line");
+        [run["steps"].clone(), run["attempts"].clone(), run["rmse"].clone(), run["reached"].clone()]
+    };
+    let resumed: Vec<String> = args.iter().cloned().chain(["--resume".to_string()]).collect();
+    let resumed = ended(&run(&resumed.iter().map(String::as_str).collect::<Vec<_>>(), &[]));
+    let whole = ended(&run(&sweep(&scratch("sweep-whole")).iter().map(String::as_str).collect::<Vec<_>>(), &[]));
+    assert_eq!(resumed, whole, "the resumed run ends where the uninterrupted one does");
+}
+
 #[test]
 fn sigterm_and_sigint_leave_a_checkpoint_at_the_step_they_stopped() {
     for signal in ["TERM", "INT"] {
