@@ -263,7 +263,7 @@ pub fn run(command: BenchCommand, global: &Global) -> Result<Value> {
                 }
             };
             let rows = sweep.run(&observer, |r| {
-                eprintln!("{}", json!({ "run": { "target": r.target.kind(), "n": r.n, "seed": r.seed, "rmse": r.rmse, "floor": r.floor, "floor_source": r.floor_source, "floor_in_trainer_gauge": r.floor_in_trainer_gauge, "bar": r.bar, "reached": r.reached, "steps": r.steps, "seconds": r.seconds, "attempts": r.attempts, "model": r.model, "stages_learned": r.stages_learned, "stages_fixed": r.stages_fixed, "permutations": r.permutations, "levels": r.levels, "backend": r.backend } }));
+                eprintln!("{}", json!({ "run": { "target": r.target.kind(), "n": r.n, "seed": r.seed, "rmse": r.rmse, "floor": r.floor, "floor_source": r.floor_source, "floor_in_trainer_gauge": r.floor_in_trainer_gauge, "bar": r.bar, "reached": r.reached, "steps": r.steps, "seconds": r.seconds, "attempts": r.attempts, "model": r.model, "stages_learned": r.stages_learned, "stages_fixed": r.stages_fixed, "permutations": r.permutations, "levels": r.levels, "refused_chain": r.refused_chain, "backend": r.backend } }));
             })?;
             for r in &rows {
                 let chain = r.grown_in.map_or(String::new(), |n| format!(" (chains to {n})"));

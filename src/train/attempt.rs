@@ -40,6 +40,7 @@ impl TrainState {
             seconds: 0.0,
             grown_from: None,
             levels: Vec::new(),
+            refused_chain: None,
             kept_own_rounding: false,
             candidates: Vec::new(),
         }
@@ -59,6 +60,7 @@ impl TrainState {
         self.phase = if grown.layer.len() > 1 && !grown.aligned { Phase::Adam } else { Phase::Polish };
         self.grown_from = Some(grown.from_n);
         self.levels = grown.levels;
+        self.refused_chain = grown.refused_block;
         class.impose(grown.layer)
     }
 }

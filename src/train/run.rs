@@ -95,6 +95,9 @@ pub(super) struct Grown<B: FftBackend> {
     /// The chain it grew from, smallest size first, the half-size run last (empty for a start
     /// the caller gives).
     pub levels: Vec<Level>,
+    /// The first attempt of the block whose own chain was refused, where the layer is the first
+    /// block's instead ([`TrainReport::refused_chain`](super::TrainReport::refused_chain)).
+    pub refused_block: Option<usize>,
 }
 
 /// A run in progress on backend `B`.
@@ -438,6 +441,7 @@ impl<'a, B: FftBackend> Run<'a, B> {
         self.state.log2_lambda = INITIAL_LOG2_LAMBDA;
         self.state.grown_from = None;
         self.state.levels.clear();
+        self.state.refused_chain = None;
         // The records so far say where the block of attempts that grow from one half-size layer
         // starts (a resumed run reads them from its checkpoint, and takes the same path).
         let (block, ordinal) = block_at(&AttemptLog::from_history(&self.history), attempt, self.cfg.switch_rmse);

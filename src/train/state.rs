@@ -46,6 +46,12 @@ pub struct TrainState {
     /// (empty from random weights, and in checkpoints written before levels were kept).
     #[serde(default)]
     pub levels: Vec<Level>,
+    /// Where this attempt's block of attempts had its own half-size chain refused, so the
+    /// attempt doubled the first block's layer: that block's first attempt
+    /// ([`TrainReport::refused_chain`](super::TrainReport::refused_chain)); `None` otherwise, and
+    /// in checkpoints written before it was kept.
+    #[serde(default)]
+    pub refused_chain: Option<usize>,
     /// Whether the layer kept at the run's end is the rounding of its own f64 solution rather
     /// than where its polish ended (on random probes, where fresh probes measured it lower:
     /// `Run::keep_the_better_rounding`); false in checkpoints written before.

@@ -90,6 +90,11 @@ pub struct TrainReport {
     /// outcome ([`Level`]), so one run at N gives figures for every size of its chain. Empty from
     /// random weights.
     pub levels: Vec<Level>,
+    /// Where the final attempt's block of attempts had its own half-size chain refused at its
+    /// bottom (no permutation the doubling carries up fitted there), so its attempts doubled the
+    /// first block's layer instead: that block's first attempt.
+    /// `None` where the attempt doubled its own block's layer, or did not grow.
+    pub refused_chain: Option<usize>,
     /// Whether the layer is the rounding of the run's own f64 solution rather than where its
     /// f32 polish ended: on random probes, where fresh probes measure it lower (the polish
     /// minimises the probes' loss, not the dense rmse; see [`crate::train::TrainState::kept_own_rounding`]).
@@ -317,6 +322,7 @@ impl Trainer {
                 steps: 0,
                 seconds: 0.0,
                 levels: Vec::new(),
+                refused_block: None,
             }))
         };
         let options = RunOptions {
@@ -398,8 +404,9 @@ impl Trainer {
         };
         let layer = h.layer.doubled_behind(&carried, cfg.seed + attempt as u64)?;
         let levels = h.levels.clone();
+        let refused_block = h.refused.then_some(block.start);
         cached.current = Some(h);
-        Ok(Some(Grown { layer, aligned: false, from_n: cfg.n / 2, steps, seconds, levels }))
+        Ok(Some(Grown { layer, aligned: false, from_n: cfg.n / 2, steps, seconds, levels, refused_block }))
     }
 
     /// The half-size layer the attempts of `block` double: its own run's
@@ -428,7 +435,7 @@ impl Trainer {
                     Some(first) => Half { reused: true, ..first.clone() },
                     None => self.half_run::<B>(Block::FIRST, true, device, selected, observer)?,
                 };
-                Ok(Half { attempt: block.start, ..first })
+                Ok(Half { attempt: block.start, refused: true, ..first })
             }
             half => half,
         }
@@ -490,7 +497,7 @@ impl Trainer {
             bar: report.bar,
             reached: report.reached,
         });
-        Ok(Half { attempt: block.start, layer, levels, reused })
+        Ok(Half { attempt: block.start, layer, levels, reused, refused: false })
     }
 }
 
@@ -513,6 +520,9 @@ struct Half<B: FftBackend> {
     layer: ButterflyProduct<B>,
     /// Trained by another block's run and read back: its steps and seconds were counted there.
     reused: bool,
+    /// The block's own chain was refused at its bottom: this is the first block's layer
+    /// ([`Trainer::block_half`]).
+    refused: bool,
     /// Its chain and its own outcome (its steps and seconds, the chain's included), smallest
     /// size first ([`TrainReport::levels`]).
     levels: Vec<Level>,
@@ -612,6 +622,7 @@ fn finish<B: FftBackend>(mut run: Run<'_, B>, selected: &Selected) -> Result<(Bu
         gauge_fixed: state.gauge_fixed,
         grown_from: state.grown_from,
         levels: state.levels,
+        refused_chain: state.refused_chain,
         kept_own_rounding: state.kept_own_rounding,
         checkpoint: ended.checkpoint.map(|p| p.display().to_string()),
         attempt_log: AttemptLog::from_history(&ended.history),

@@ -1975,6 +1975,7 @@ fn a_later_block_refused_at_its_bottom_doubles_the_first_blocks_layer() {
     assert_eq!(r.attempts, 4);
     assert!(second_bottom(&own).join("checkpoint.lfft").exists(), "the second block trains its own bottom");
     assert!(r.levels[0].n == 4 && r.levels[0].seed >= own.seed + 3, "the second block's layer: {:?}", r.levels);
+    assert_eq!(r.refused_chain, None, "the second block doubles its own layer");
     // Its search's memo (its context: the objective, the class, the settings), every candidate
     // stalled from each of the bottom's seeds (the run's, then a step of 0x9e37_79b9 each).
     let mut memo: Value =
@@ -2009,6 +2010,8 @@ fn a_later_block_refused_at_its_bottom_doubles_the_first_blocks_layer() {
     assert!(!r.reached);
     assert!(!second_bottom(&refused).join("checkpoint.lfft").exists(), "the second block's bottom was refused");
     assert!(r.levels[0].n == 4 && r.levels[0].seed < refused.seed + 3, "the first block's layer: {:?}", r.levels);
+    // The report names the block whose chain was refused (its levels being the first block's).
+    assert_eq!(r.refused_chain, Some(3), "the final attempt's block, refused");
     // One run at 4 starts, the first block's (the refused bottom is refused before it starts):
     // its layer is the one this run kept, not read back (a read-back resumes the finished run, a
     // second start at 4) nor, without a directory, trained again (a second start too).
